@@ -1,0 +1,5 @@
+"""Allow ``python -m kwsniff``."""
+
+from kwsniff.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Capture input: pcap, pcapng (files, gzip, stdin) and live interfaces -> raw packets."""

@@ -1,0 +1,77 @@
+"""Command-line entry point: ``kwsniff SUBCOMMAND ...``.
+
+Each subcommand lives in ``kwsniff.commands.<module>`` and provides
+``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported lazily so
+``kwsniff decode`` never pays for Textual or PySpark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from kwsniff import __version__
+from kwsniff.errors import UserError
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "decode": ("decode", "decode a capture and print Kafka exchanges (summary, -V tree, -x hex)"),
+    "export": ("export", "write decoded exchanges as JSON Lines"),
+    "stats": ("stats", "per-API counts, latency percentiles, errors, top topics and clients"),
+    "live": ("live", "decode Kafka traffic live from a network interface"),
+    "tui": ("tui", "interactive terminal UI over a capture or a live interface"),
+    "analyze": ("analyze", "PySpark analysis of JSON Lines exports"),
+    "spark-decode": ("spark_decode", "decode many captures in parallel on Spark into Parquet"),
+    "protocols": ("protocols", "list the Kafka API keys and versions kwsniff decodes"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kwsniff",
+        description="A Wireshark-style decoder for Apache Kafka wire traffic.",
+    )
+    parser.add_argument("--version", action="version", version=f"kwsniff {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(f"kwsniff.commands.{module_name}")
+        p = sub.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip())
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show tracebacks on errors")
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    debug = getattr(args, "debug", False)
+    try:
+        return int(args._run(args) or 0)
+    except UserError as err:
+        if debug:
+            traceback.print_exc()
+        print(f"kwsniff {args.command}: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and closed: not an error for the user.
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            return 0
+    except Exception as err:  # noqa: BLE001 - last line of defence, reported in one line
+        if debug:
+            traceback.print_exc()
+        else:
+            print(f"kwsniff {args.command}: internal error: {type(err).__name__}: {err} "
+                  "(run with --debug for the traceback and please report it)", file=sys.stderr)
+        return 70

@@ -1,0 +1,15 @@
+"""Write decoded exchanges of a capture as JSON Lines (one object per exchange)."""
+
+from __future__ import annotations
+
+import argparse
+
+from kwsniff.errors import NotAvailable
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(args: argparse.Namespace) -> int:
+    raise NotAvailable("this subcommand is not available yet in this build (tracked in issue #7)")

@@ -1,0 +1,15 @@
+"""Decode many capture files in parallel on Spark and write exchanges as Parquet."""
+
+from __future__ import annotations
+
+import argparse
+
+from kwsniff.errors import NotAvailable
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(args: argparse.Namespace) -> int:
+    raise NotAvailable("this subcommand is not available yet in this build (tracked in issue #10)")

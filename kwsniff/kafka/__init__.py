@@ -1,0 +1,1 @@
+"""Kafka: framing, headers, schemas, records, compression, conversations (sans-IO)."""

@@ -1,0 +1,1 @@
+"""Output: summary lines, detail tree, hex dump, display filters, stats, JSON Lines."""

@@ -1,0 +1,1 @@
+"""PySpark jobs: analysis of exports and distributed decoding of captures."""

@@ -1,0 +1,1 @@
+"""TCP: link/IP/TCP header parsing and per-connection, per-direction stream reassembly."""

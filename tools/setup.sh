@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Set kwsniff up on a fresh Debian/Ubuntu machine:
+#   system packages (libpcap, tcpdump, tshark for comparisons, a JRE for Spark),
+#   a virtualenv in .venv, and kwsniff with all extras installed into it (editable).
+# Safe to run again. Set PYTHON to choose the interpreter (default: python3, >= 3.11).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+if command -v apt-get >/dev/null 2>&1; then
+  pkgs=(libpcap0.8 tcpdump tshark)
+  command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
+  "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
+  missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing system packages: ${missing[*]}" >&2
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+else
+  echo "setup: apt-get not found; install libpcap, tcpdump, tshark and a Java 17+ runtime yourself" >&2
+fi
+
+"$PYTHON" - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"setup: kwsniff needs Python >= 3.11, {sys.executable} is {sys.version.split()[0]}")
+PY
+
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[all]'
+echo "setup: done; kwsniff is .venv/bin/kwsniff" >&2
