@@ -1,0 +1,86 @@
+"""Classic libpcap files: file header and the record walker.
+
+Contract: :class:`PcapWalker` is built from the 24-byte file header and walks
+records in any buffer (an ``mmap`` of the whole file, or successive chunks of a
+stream), yielding packet tuples ``(frame, ts, linktype, data, orig_len)``. ``walk``
+returns the position of the first record it could not complete; the caller
+supplies more bytes or, at end of input, reports :meth:`PcapWalker.truncation_problem`.
+A record header that cannot be valid sets :attr:`PcapWalker.error` and stops the walk.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Generator
+
+from kwsniff.capture.packet import MAX_RECORD, Packet
+
+FILE_HEADER_LEN = 24
+
+# magic bytes -> (struct byte order, timestamp units per second, modified/Kuznetzov format)
+PCAP_MAGICS: dict[bytes, tuple[str, int, bool]] = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1_000_000, False),
+    b"\xa1\xb2\xc3\xd4": (">", 1_000_000, False),
+    b"\x4d\x3c\xb2\xa1": ("<", 1_000_000_000, False),
+    b"\xa1\xb2\x3c\x4d": (">", 1_000_000_000, False),
+    b"\x34\xcd\xb2\xa1": ("<", 1_000_000, True),
+    b"\xa1\xb2\xcd\x34": (">", 1_000_000, True),
+}
+
+
+class PcapWalker:
+    """Record walker for one pcap file (see the module docstring)."""
+
+    __slots__ = ("byteorder", "units", "linktype", "snaplen", "version", "frame", "error",
+                 "_rec", "_hdrlen")
+
+    def __init__(self, header: bytes) -> None:
+        order, units, modified = PCAP_MAGICS[bytes(header[:4])]
+        major, minor, _zone, _sigfigs, snaplen, linkfield = struct.unpack_from(
+            order + "HHiIII", header, 4)
+        self.byteorder = order
+        self.units = units
+        # the top bits of the link type field carry FCS information (pcap spec, section 4)
+        self.linktype = linkfield & 0x0FFFFFFF
+        self.snaplen = snaplen
+        self.version = (major, minor)
+        self.frame = 0
+        self.error: str | None = None
+        # the modified format adds ifindex, protocol, pkt_type and padding (8 bytes)
+        self._rec = struct.Struct(order + ("IIII8x" if modified else "IIII"))
+        self._hdrlen = self._rec.size
+
+    def walk(self, buf: bytes | memoryview, pos: int, end: int
+             ) -> Generator[Packet, None, int]:
+        """Yield every complete record in ``buf[pos:end]``; return where the walk stopped."""
+        unpack = self._rec.unpack_from
+        hdrlen = self._hdrlen
+        units = self.units
+        linktype = self.linktype
+        frame = self.frame
+        while end - pos >= hdrlen:
+            sec, frac, incl, orig = unpack(buf, pos)
+            if incl > MAX_RECORD:
+                self.error = (f"frame {frame + 1}: corrupt pcap record header (captured length "
+                              f"{incl} is larger than {MAX_RECORD}); the rest of the file is skipped")
+                break
+            start = pos + hdrlen
+            stop = start + incl
+            if stop > end:
+                break
+            frame += 1
+            self.frame = frame
+            yield (frame, sec + frac / units, linktype, buf[start:stop], orig)
+            pos = stop
+        return pos
+
+    def truncation_problem(self, buf: bytes | memoryview, pos: int, end: int) -> str:
+        """Describe the incomplete record at ``buf[pos:end]`` (the input ended inside it)."""
+        have = end - pos
+        frame = self.frame + 1
+        if have < self._hdrlen:
+            return (f"frame {frame}: capture ends inside a record header ({have} of "
+                    f"{self._hdrlen} bytes); the last packet is incomplete and was skipped")
+        incl = self._rec.unpack_from(buf, pos)[2]
+        return (f"frame {frame}: capture ends inside a record ({have - self._hdrlen} of {incl} "
+                "captured bytes present); the last packet is incomplete and was skipped")

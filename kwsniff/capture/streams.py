@@ -1,0 +1,99 @@
+"""Sequential byte input for captures that cannot be memory-mapped.
+
+Contract: :func:`detect_compression` names the compression of a file from its first
+bytes (magic, not file name). :func:`decompressing_reader` wraps a binary file object
+so that ``read(n)`` returns at most ``n`` decompressed bytes (bounded memory for any
+input). :class:`PrefixedReader` replays bytes already read from a non-seekable input
+(stdin, a pipe) before the rest of it.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import BinaryIO
+
+# (magic prefix, name) in the order they are tested
+COMPRESSION_MAGICS: tuple[tuple[bytes, str], ...] = (
+    (b"\x1f\x8b", "gzip"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"BZh", "bzip2"),
+)
+
+#: The longest magic above: how many bytes detection needs.
+MAGIC_LEN = 6
+
+
+def detect_compression(head: bytes) -> str | None:
+    """``"gzip"``, ``"zstd"``, ``"lz4"``, ``"xz"`` or ``"bzip2"`` from the first bytes; else None."""
+    for magic, name in COMPRESSION_MAGICS:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+class PrefixedReader(io.RawIOBase):
+    """A raw, read-only stream: ``prefix`` first, then the rest of ``inner``."""
+
+    def __init__(self, prefix: bytes, inner: BinaryIO) -> None:
+        super().__init__()
+        self._prefix = memoryview(prefix)
+        self._inner = inner
+        self._read1 = getattr(inner, "read1", inner.read)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        n = len(b)
+        if self._prefix:
+            k = min(n, len(self._prefix))
+            b[:k] = self._prefix[:k]
+            self._prefix = self._prefix[k:]
+            return k
+        data = self._read1(n)
+        k = len(data)
+        b[:k] = data
+        return k
+
+
+def decompressing_reader(name: str, raw: BinaryIO) -> BinaryIO:
+    """A file object reading the decompressed content of ``raw`` (``name`` from detection)."""
+    if name == "gzip":
+        import gzip
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if name == "bzip2":
+        import bz2
+        return bz2.BZ2File(raw, mode="rb")
+    if name == "xz":
+        import lzma
+        return lzma.LZMAFile(raw, mode="rb")
+    if name == "zstd":
+        import zstandard
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    if name == "lz4":
+        import lz4.frame
+        return lz4.frame.LZ4FrameFile(raw, mode="rb")
+    raise ValueError(f"unknown compression {name!r}")
+
+
+def read_some(reader: BinaryIO, n: int) -> bytes:
+    """Up to ``n`` bytes, without waiting for more than one read (b"" only at EOF)."""
+    read1 = getattr(reader, "read1", None)
+    if read1 is not None:
+        return read1(n)
+    return reader.read(n)
+
+
+def read_at_least(reader: BinaryIO, n: int, limit: int) -> bytes:
+    """At least ``n`` bytes (fewer only at EOF), reading at most ``limit`` in total."""
+    parts = []
+    have = 0
+    while have < n:
+        chunk = read_some(reader, limit - have)
+        if not chunk:
+            break
+        parts.append(chunk)
+        have += len(chunk)
+    return b"".join(parts)
