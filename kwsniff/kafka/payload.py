@@ -1,0 +1,195 @@
+"""Rendering of record keys, values and header values, and the payload-decoder hooks.
+
+Contract:
+
+* :func:`render_payload` turns bytes into a :class:`Rendered` view: a registered
+  decoder's result when one matches the topic and handles the bytes, else pretty JSON
+  (objects and arrays), else text (valid UTF-8 without control characters other than
+  tab/newline/CR), else hex. It never raises.
+* :func:`register_payload_decoder` is the hook plugins use: ``func(topic, partition,
+  part, data)`` with ``part`` one of ``"key"``, ``"value"``, ``"header"``; it returns
+  the decoded object (anything JSON-serialisable, or a str) or None when the bytes are
+  not its format. An exception inside ``func`` is caught and reported in
+  ``Rendered.problems``; rendering falls back to the built-in views.
+* Topic patterns are shell-style globs (``"orders.*"``) or compiled regular
+  expressions; ``None`` or ``"*"`` matches every topic, including an unknown (None) one.
+  Decoders are tried in registration order.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+PARTS = ("key", "value", "header")
+
+PayloadDecoder = Callable[[str | None, int | None, str, bytes], Any]
+
+KIND_NULL = "null"
+KIND_EMPTY = "empty"
+KIND_JSON = "json"
+KIND_TEXT = "text"
+KIND_HEX = "hex"
+KIND_DECODED = "decoded"
+
+
+@dataclass(slots=True)
+class Rendered:
+    """A payload shown for people: ``kind`` (null, empty, json, text, hex, decoded),
+    ``text`` (display string, possibly shortened), ``obj`` (the parsed JSON or a
+    decoder's result), ``decoder`` (the decoder's name), ``problems``."""
+
+    kind: str
+    text: str
+    obj: Any = None
+    decoder: str | None = None
+    problems: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Registration:
+    name: str
+    pattern: str | re.Pattern[str] | None
+    func: PayloadDecoder
+    parts: frozenset[str]
+
+    def matches(self, topic: str | None, part: str) -> bool:
+        if part not in self.parts:
+            return False
+        pat = self.pattern
+        if pat is None or pat == "*":
+            return True
+        if topic is None:
+            return False
+        if isinstance(pat, re.Pattern):
+            return pat.fullmatch(topic) is not None
+        return fnmatch.fnmatchcase(topic, pat)
+
+
+_registry: list[_Registration] = []
+
+
+def register_payload_decoder(pattern: str | re.Pattern[str] | None, func: PayloadDecoder, *,
+                             parts: tuple[str, ...] | list[str] = PARTS,
+                             name: str | None = None) -> object:
+    """Register ``func`` for topics matching ``pattern``; returns a handle for
+    :func:`unregister_payload_decoder`."""
+    bad = set(parts) - set(PARTS)
+    if bad:
+        raise ValueError(f"unknown payload parts {sorted(bad)}; use {PARTS}")
+    reg = _Registration(name or getattr(func, "__name__", "decoder"), pattern, func, frozenset(parts))
+    _registry.append(reg)
+    return reg
+
+
+def unregister_payload_decoder(handle: object) -> None:
+    """Remove a registration (no-op when already removed)."""
+    if handle in _registry:
+        _registry.remove(handle)  # type: ignore[arg-type]
+
+
+def registered_decoders() -> list[tuple[str, Any, tuple[str, ...]]]:
+    """(name, pattern, parts) of every registration, in the order they are tried."""
+    return [(r.name, r.pattern, tuple(sorted(r.parts))) for r in _registry]
+
+
+def decode_with_hooks(data: bytes, topic: str | None, partition: int | None,
+                      part: str) -> tuple[Any, str | None, list[str]]:
+    """Try the registered decoders: (result or None, decoder name, problems)."""
+    problems: list[str] = []
+    for reg in list(_registry):
+        if not reg.matches(topic, part):
+            continue
+        try:
+            result = reg.func(topic, partition, part, data)
+        except Exception as exc:  # a plugin's failure never breaks decoding
+            problems.append(f"payload decoder {reg.name} failed: {type(exc).__name__}: {exc}")
+            continue
+        if result is not None:
+            return result, reg.name, problems
+    return None, None, problems
+
+
+_JSON_START = frozenset(b"{[")
+_WS = b" \t\r\n"
+# control characters other than tab, newline, carriage return
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def as_text(data: bytes) -> str | None:
+    """``data`` as text when it is valid UTF-8 without control characters, else None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if _CONTROL.search(text):
+        return None
+    return text
+
+
+def hex_string(data: bytes, max_bytes: int | None = None) -> str:
+    """Lower-case hex, cut after ``max_bytes`` bytes with a trailing ``...``."""
+    if max_bytes is not None and len(data) > max_bytes:
+        return data[:max_bytes].hex() + "..."
+    return data.hex()
+
+
+def render_payload(data: bytes | None, *, topic: str | None = None, partition: int | None = None,
+                   part: str = "value", max_chars: int | None = None,
+                   hooks: bool = True) -> Rendered:
+    """Render ``data`` for display; ``max_chars`` shortens ``text`` (``truncated`` set)."""
+    if data is None:
+        return Rendered(KIND_NULL, "null")
+    if not data:
+        return Rendered(KIND_EMPTY, "")
+    data = bytes(data)
+    problems: list[str] = []
+    if hooks and _registry:
+        obj, name, problems = decode_with_hooks(data, topic, partition, part)
+        if name is not None:
+            if isinstance(obj, str):
+                text = obj
+            else:
+                try:
+                    text = json.dumps(obj, indent=2, ensure_ascii=False, default=_json_default)
+                except (TypeError, ValueError):
+                    text = repr(obj)
+            return _cut(Rendered(KIND_DECODED, text, obj, name, problems), max_chars)
+    text = as_text(data)
+    if text is None:
+        shown = hex_string(data, max_chars // 2 + 1 if max_chars is not None else None)
+        return _cut(Rendered(KIND_HEX, shown, problems=problems), max_chars)
+    stripped = data.lstrip(_WS)
+    if stripped and stripped[0] in _JSON_START:
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            pretty = json.dumps(obj, indent=2, ensure_ascii=False)
+            return _cut(Rendered(KIND_JSON, pretty, obj, problems=problems), max_chars)
+    return _cut(Rendered(KIND_TEXT, text, problems=problems), max_chars)
+
+
+def render_headers(headers: list[tuple[str, bytes | None]], *, topic: str | None = None,
+                   partition: int | None = None, max_chars: int | None = None) -> list[tuple[str, Rendered]]:
+    """Render every header value (``part="header"``)."""
+    return [(k, render_payload(v, topic=topic, partition=partition, part="header",
+                               max_chars=max_chars)) for k, v in headers]
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj).hex()
+    return repr(obj)
+
+
+def _cut(r: Rendered, max_chars: int | None) -> Rendered:
+    if max_chars is not None and len(r.text) > max_chars:
+        r.text = r.text[:max_chars] + "..."
+        r.truncated = True
+    return r
