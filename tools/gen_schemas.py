@@ -24,7 +24,8 @@ across the versions of an API:
 * for keys 88-92 (no JSON here) the names come from ``FRANZ_RENAMES`` below (facts taken
   from the upstream apache/kafka message JSON of those APIs);
 * any remaining franz-go name is normalised to Kafka's spelling (``ID`` -> ``Id``,
-  ``Millis`` -> ``Ms``).
+  ``Millis`` -> ``Ms``; the ``ThrottleMillis``/``TimeoutMillis`` macros become
+  ``ThrottleTimeMs``/``TimeoutMs``).
 
 The output is deterministic: re-running the generator reproduces the committed file
 byte for byte (``--check`` verifies that).
@@ -126,15 +127,11 @@ FRANZ_RENAMES: dict[str, dict[str, str]] = {
     },
     "StreamsGroupDescribeResponse": {
         "Groups.Group": "GroupId",
+        "Groups.State": "GroupState",
+        "Groups.Epoch": "GroupEpoch",
         "Groups.Topology.Subtopologies.SubtopologyID": "SubtopologyId",
         **_under("Groups.Topology.Subtopologies.StateChangelogTopics", _TOPIC_INFO),
         **_under("Groups.Topology.Subtopologies.RepartitionSourceTopics", _TOPIC_INFO),
-        **_under("Groups.Members.Assignment.ActiveTasks", _TASK_IDS),
-        **_under("Groups.Members.Assignment.StandbyTasks", _TASK_IDS),
-        **_under("Groups.Members.Assignment.WarmupTasks", _TASK_IDS),
-        **_under("Groups.Members.TargetAssignment.ActiveTasks", _TASK_IDS),
-        **_under("Groups.Members.TargetAssignment.StandbyTasks", _TASK_IDS),
-        **_under("Groups.Members.TargetAssignment.WarmupTasks", _TASK_IDS),
     },
     "DescribeShareGroupOffsetsRequest": {
         "Groups.Group": "GroupId",
@@ -146,20 +143,20 @@ FRANZ_RENAMES: dict[str, dict[str, str]] = {
         "Groups.Topics.Partitions.Partition": "PartitionIndex",
     },
     "AlterShareGroupOffsetsRequest": {
-        "Group": "GroupId",
         "Topics.Topic": "TopicName",
         "Topics.Partitions.Partition": "PartitionIndex",
     },
     "AlterShareGroupOffsetsResponse": {
+        "Topics": "Responses",
         "Topics.Topic": "TopicName",
         "Topics.Partitions.Partition": "PartitionIndex",
     },
     "DeleteShareGroupOffsetsRequest": {
-        "Group": "GroupId",
         "Topics.Topic": "TopicName",
     },
     "DeleteShareGroupOffsetsResponse": {
-        "Responses.Topic": "TopicName",
+        "Topics": "Responses",
+        "Topics.Topic": "TopicName",
     },
 }
 
@@ -330,7 +327,12 @@ def _franz_annot(text: str | None) -> tuple[tuple[int, int], int | None]:
     raise ValueError(f"unknown franz-go annotation {text!r}")
 
 
+_MACRO_NAMES = {"ThrottleMillis": "ThrottleTimeMs", "TimeoutMillis": "TimeoutMs"}
+
+
 def _normalise_name(name: str) -> str:
+    if name in _MACRO_NAMES:
+        return _MACRO_NAMES[name]
     name = re.sub(r"ID(?=s?(?:[A-Z]|$))", "Id", name)
     return name.replace("Millis", "Ms")
 
@@ -794,7 +796,7 @@ def build(source: Path) -> tuple[str, list[str]]:
                 candidates = [_without_unstable(s, fs, unstable) for s in candidates]
                 if candidates:
                     newest = max(original, key=lambda s: s.valid[1])
-                    if fs.valid[1] > newest.valid[1]:
+                    if fs.valid[1] > max(s.valid[1] for s in candidates):
                         apply_kafka_names(newest, fs, issues)
                 else:
                     apply_renames(fs, FRANZ_RENAMES.get(fs.name, {}))
