@@ -53,11 +53,12 @@ class KafkaMessage:
     ts_first: float = 0.0
     ts_last: float = 0.0
     stream_offset: int = 0             # offset of the size prefix in its TCP direction
+    missing: int = 0                   # bytes of the frame lost in a capture gap (raw is cut)
 
     @property
     def size(self) -> int:
         """Bytes on the wire including the 4-byte size prefix."""
-        return len(self.raw) + 4
+        return len(self.raw) + 4 + self.missing
 
 
 @dataclass(slots=True, eq=False)
@@ -71,7 +72,7 @@ class Exchange:
     status: str
     request: KafkaMessage | None = None
     response: KafkaMessage | None = None
-    protocol: str = "kafka"            # "kafka" or "kafka-0.7"
+    protocol: str = "kafka"            # "kafka", "kafka-0.7" or "kafka-sasl" (raw SASL tokens)
     problems: list[str] = field(default_factory=list)  # exchange-level (pairing, gaps)
 
     def _first(self) -> KafkaMessage:
