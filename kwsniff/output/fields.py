@@ -1,0 +1,164 @@
+"""The documented exchange fields used by display filters, statistics and the TUI.
+
+Contract:
+
+* :data:`FIELDS` maps a field name to its :class:`FieldSpec`: type, whether it is
+  multi-valued, a one-line description, and ``get(facts)`` returning the value for an
+  :class:`~kwsniff.output.facts.ExchangeFacts` (a scalar or None; a list for
+  multi-valued fields, empty when absent).
+* Types: ``"int"``, ``"number"`` (float), ``"string"``, ``"name"`` (string compared
+  case-insensitively: api, status), ``"error"`` (error codes, compared by number or by
+  name), ``"address"`` (``"ip:port"``, compared with or without the port).
+* :func:`field_help` lists ``(name, type, description)`` for ``--help``-style listings and
+  completion; ``docs/display-filters.md`` documents the same list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kwsniff.kafka.model import STATUSES
+from kwsniff.output.facts import ExchangeFacts
+from kwsniff.output.names import api_label, api_names, error_names
+
+
+def format_address(addr: tuple[str, int] | None) -> str:
+    """``"ip:port"``; IPv6 addresses in brackets (``"[::1]:9092"``)."""
+    if not addr:
+        return ""
+    ip, port = addr[0], addr[1]
+    if ":" in ip:
+        return f"[{ip}]:{port}"
+    return f"{ip}:{port}"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One filterable field of an exchange."""
+
+    name: str
+    type: str
+    multi: bool
+    description: str
+    get: Callable[[ExchangeFacts], Any]
+    choices: Callable[[], list[str]] | None = None   # known values, for completion
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in ("int", "number")
+
+
+def _api(f: ExchangeFacts) -> str | None:
+    ex = f.exchange
+    return api_label(ex.api_key, ex.protocol) if ex.api_key is not None else None
+
+
+def _frames(f: ExchangeFacts) -> list[int]:
+    out: dict[int, None] = {}
+    for msg in (f.exchange.request, f.exchange.response):
+        if msg is not None:
+            out[msg.frame_first] = None
+            out[msg.frame_last] = None
+    return list(out)
+
+
+def _records(f: ExchangeFacts) -> int | None:
+    return f.record_count if f.has_records else None
+
+
+def _acks(f: ExchangeFacts) -> int | None:
+    req = f.exchange.request
+    if req is None or req.api_key != 0 or not isinstance(req.body, dict):
+        return None
+    acks = req.body.get("Acks", req.body.get("RequiredAcks"))
+    return acks if type(acks) is int else None
+
+
+def _bytes(f: ExchangeFacts) -> int:
+    return f.total_bytes
+
+
+def _statuses() -> list[str]:
+    return list(STATUSES)
+
+
+_SPECS = [
+    FieldSpec("api", "name", False,
+              "API name, e.g. \"Produce\" (case-insensitive; a number compares the API key)",
+              _api, api_names),
+    FieldSpec("api_key", "int", False, "API key number, e.g. 0 for Produce",
+              lambda f: f.exchange.api_key),
+    FieldSpec("version", "int", False, "API version of the request",
+              lambda f: f.exchange.api_version),
+    FieldSpec("correlation_id", "int", False, "correlation id (absent for the 0.7 protocol)",
+              lambda f: f.exchange.correlation_id),
+    FieldSpec("client_id", "string", False, "client id from the request header",
+              lambda f: f.exchange.client_id),
+    FieldSpec("status", "name", False,
+              "paired, no_response_expected, unanswered or orphan_response",
+              lambda f: f.exchange.status, _statuses),
+    FieldSpec("client", "address", False,
+              "client address \"ip:port\" (compare with \"ip\" alone to ignore the port)",
+              lambda f: format_address(f.exchange.client)),
+    FieldSpec("broker", "address", False,
+              "broker address \"ip:port\" (compare with \"ip\" alone to ignore the port)",
+              lambda f: format_address(f.exchange.broker)),
+    FieldSpec("client_port", "int", False, "client TCP port",
+              lambda f: f.exchange.client[1] if f.exchange.client else None),
+    FieldSpec("broker_port", "int", False, "broker TCP port",
+              lambda f: f.exchange.broker[1] if f.exchange.broker else None),
+    FieldSpec("stream", "int", False, "TCP connection index (like tshark's tcp.stream)",
+              lambda f: f.exchange.stream),
+    FieldSpec("exchange", "int", False, "exchange number (1-based, capture order)",
+              lambda f: f.exchange.index),
+    FieldSpec("frame", "int", True,
+              "capture frames where the request and response start and end",
+              _frames),
+    FieldSpec("protocol", "string", False, "\"kafka\" or \"kafka-0.7\"",
+              lambda f: f.exchange.protocol),
+    FieldSpec("ts", "number", False,
+              "request time, epoch seconds (response time for an orphan response)",
+              lambda f: f.exchange.ts),
+    FieldSpec("latency_ms", "number", False, "request -> response time in milliseconds",
+              lambda f: f.exchange.latency_ms),
+    FieldSpec("topic", "string", True, "topic names touched by request or response",
+              lambda f: f.topics),
+    FieldSpec("topic_id", "string", True, "topic ids (UUID text) in request or response",
+              lambda f: f.topic_ids),
+    FieldSpec("partition", "int", True, "partition indexes in request or response",
+              lambda f: f.partitions),
+    FieldSpec("group", "string", True, "consumer group ids (GroupId, FindCoordinator keys)",
+              lambda f: f.groups),
+    FieldSpec("member", "string", True, "group member ids",
+              lambda f: f.members),
+    FieldSpec("transactional_id", "string", True, "transactional ids",
+              lambda f: f.transactional_ids),
+    FieldSpec("producer_id", "int", True, "producer ids (-1 excluded)",
+              lambda f: f.producer_ids),
+    FieldSpec("error", "error", True,
+              "non-zero error codes in the response; compare with a name "
+              "(\"NOT_LEADER_OR_FOLLOWER\", case-insensitive) or a number",
+              lambda f: f.error_codes, error_names),
+    FieldSpec("acks", "int", False, "Produce request acks (0, 1 or -1)", _acks),
+    FieldSpec("records", "int", False,
+              "records carried by request and response (absent when no record sets)",
+              _records),
+    FieldSpec("bytes", "int", False, "request + response size on the wire, with size prefixes",
+              _bytes),
+    FieldSpec("request_bytes", "int", False, "request size on the wire",
+              lambda f: f.request_bytes),
+    FieldSpec("response_bytes", "int", False, "response size on the wire",
+              lambda f: f.response_bytes),
+    FieldSpec("problem", "string", True, "decode problems of the exchange (text)",
+              lambda f: f.exchange.all_problems()),
+]
+
+#: All filter fields by name, in documentation order.
+FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def field_help() -> list[tuple[str, str, str]]:
+    """``(name, type, description)`` of every field, in documentation order."""
+    return [(s.name, s.type + ("[]" if s.multi else ""), s.description) for s in _SPECS]

@@ -1,0 +1,100 @@
+"""Summary lines: one line per exchange, in capture order (``kwsniff decode``).
+
+Contract: :class:`SummaryFormatter.format` returns one line (no newline)::
+
+    #  time        client → broker             client id  API vN  corr  latency  digest
+    7  0.003215  10.0.0.1:51234 → 10.0.0.2:9092  rdkafka  Produce v9  #7  3.2 ms  orders[0..2] … → 3 ok
+
+* time: relative to the first exchange (``-t r``, default), absolute local time (``a``),
+  absolute with date (``ad``), UTC with date (``ud``) or epoch seconds (``e``);
+* errors found in the response are shown by name after the latency;
+* decode problems are flagged with ``[N problems]`` at the end;
+* colour comes from the :class:`~kwsniff.output.color.Palette` (plain when piped).
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+from kwsniff.kafka.model import Exchange
+from kwsniff.output.color import PLAIN, Palette
+from kwsniff.output.digest import ARROW, describe_api, digest
+from kwsniff.output.facts import ExchangeFacts
+from kwsniff.output.fields import format_address
+from kwsniff.output.names import error_label
+
+TIME_FORMATS = ("r", "a", "ad", "ud", "e")
+
+
+def format_time(ts: float, mode: str, start: float) -> str:
+    """A timestamp in one of :data:`TIME_FORMATS`."""
+    if mode == "r":
+        return f"{ts - start:.6f}"
+    if mode == "e":
+        return f"{ts:.6f}"
+    micros = int(round((ts % 1) * 1_000_000))
+    secs = int(ts)
+    if micros >= 1_000_000:
+        secs += 1
+        micros -= 1_000_000
+    st = _time.gmtime(secs) if mode == "ud" else _time.localtime(secs)
+    if mode == "a":
+        return _time.strftime("%H:%M:%S", st) + f".{micros:06d}"
+    return _time.strftime("%Y-%m-%d %H:%M:%S", st) + f".{micros:06d}"
+
+
+def format_latency(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    if ms < 10:
+        return f"{ms:.2f} ms"
+    if ms < 1000:
+        return f"{ms:.1f} ms"
+    return f"{ms / 1000:.2f} s"
+
+
+class SummaryFormatter:
+    """Formats summary lines; remembers the first timestamp for relative times."""
+
+    def __init__(self, palette: Palette = PLAIN, time_format: str = "r",
+                 start_ts: float | None = None) -> None:
+        if time_format not in TIME_FORMATS:
+            raise ValueError(f"time format must be one of {', '.join(TIME_FORMATS)}")
+        self.palette = palette
+        self.time_format = time_format
+        self.start_ts = start_ts
+
+    def format(self, exchange: Exchange, facts: ExchangeFacts | None = None) -> str:
+        p = self.palette
+        if facts is None:
+            facts = ExchangeFacts(exchange)
+        ts = exchange.ts
+        if self.start_ts is None:
+            self.start_ts = ts
+        when = format_time(ts, self.time_format, self.start_ts)
+        route = f"{format_address(exchange.client)} {ARROW} {format_address(exchange.broker)}"
+        client_id = exchange.client_id
+        corr = exchange.correlation_id
+        parts = [
+            f"{exchange.index:5d}",
+            p.time(f"{when:>10}"),
+            p.addr(route),
+            client_id if client_id else "-",
+            p.api(describe_api(exchange)),
+            f"#{corr}" if corr is not None else "#-",
+            format_latency(exchange.latency_ms),
+        ]
+        codes = facts.error_codes
+        if codes:
+            names = ",".join(error_label(c, exchange.protocol) for c in codes[:2])
+            if len(codes) > 2:
+                names += f",+{len(codes) - 2}"
+            parts.append(p.error(names))
+        text = digest(exchange, facts)
+        if text:
+            parts.append(text)
+        problems = len(exchange.problems) + sum(
+            len(m.problems) for m in (exchange.request, exchange.response) if m is not None)
+        if problems:
+            parts.append(p.warn(f"[{problems} problem{'s' if problems != 1 else ''}]"))
+        return " ".join(parts)

@@ -1,0 +1,565 @@
+"""The detail tree of an exchange (``kwsniff decode -V``, the TUI's detail pane).
+
+Contract:
+
+* :func:`build_tree` returns a :class:`TreeNode` for an exchange: a heading, then per
+  message the frame length, the header fields, the body fields (named as in Kafka's
+  message definitions, with values, error names, enum names), record sets fully
+  decoded (batches, records, keys, values, headers, control records, internal-topic
+  records), embedded protocols (consumer protocol, SASL) and problems.
+* Byte ranges: with ``spans=True`` every node the protocol layer can locate gets
+  ``start``/``length`` in *frame coordinates* (0 = first byte of the 4-byte size
+  prefix, as in :func:`kwsniff.output.hexdump.frame_bytes`) and ``message`` saying
+  which frame (``"request"``/``"response"``). Computing spans re-decodes the message,
+  so it is opt-in.
+* Nodes carry ``about`` (the field description from the definitions) for the TUI.
+* :func:`render_tree` yields indented text lines (4 spaces per level), optionally with
+  byte ranges. Nothing here raises on odd bodies: values it cannot interpret are shown
+  with ``repr``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kwsniff.kafka.model import Exchange, KafkaMessage
+from kwsniff.kafka.payload import render_payload
+from kwsniff.kafka.protocol import (
+    enum_label,
+    error_description,
+    error_name,
+    field_info,
+    field_spans,
+    struct_field_info,
+)
+from kwsniff.kafka.protocol.error_codes import is_error_field
+from kwsniff.kafka.records import Batch, Record, Records
+from kwsniff.output.color import PLAIN, Palette
+from kwsniff.output.digest import human_bytes
+from kwsniff.output.fields import format_address
+from kwsniff.output.names import LEGACY_PROTOCOL, api_label, error_label
+from kwsniff.output.summary import format_latency
+
+PREFIX = 4                 # bytes of the size prefix before ``raw``
+INLINE_LIST_LIMIT = 32     # primitive list items shown inline
+BYTES_PREVIEW = 32         # bytes shown in hex for a bytes field
+DEFAULT_VALUE_CHARS = 256  # record key/value text shown per record
+
+
+@dataclass(slots=True, eq=False)
+class TreeNode:
+    """One line of the detail tree and its children."""
+
+    label: str
+    value: str = ""
+    children: list[TreeNode] = field(default_factory=list)
+    start: int | None = None      # frame offset (size prefix = 0..3)
+    length: int | None = None
+    message: str | None = None    # "request" or "response": the frame start refers to
+    about: str | None = None
+    path: tuple[Any, ...] = ()    # ("body", "TopicData", 0, ...) within its message
+    style: str | None = None      # "error" / "warn" for colouring
+
+    def add(self, node: TreeNode) -> TreeNode:
+        self.children.append(node)
+        return node
+
+    @property
+    def end(self) -> int | None:
+        return None if self.start is None or self.length is None else self.start + self.length
+
+    def walk(self) -> Iterator[tuple[int, TreeNode]]:
+        """Depth-first ``(depth, node)`` pairs, this node at depth 0."""
+        stack: list[tuple[int, TreeNode]] = [(0, self)]
+        while stack:
+            depth, node = stack.pop()
+            yield depth, node
+            stack.extend((depth + 1, c) for c in reversed(node.children))
+
+
+# ----------------------------------------------------------------------------- values
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _hex_preview(data: bytes) -> str:
+    head = data[:BYTES_PREVIEW].hex()
+    return head + ("…" if len(data) > BYTES_PREVIEW else "")
+
+
+def _format_ms(ms: int | None) -> str:
+    if ms is None:
+        return "null"
+    if ms < 0:
+        return str(ms)
+    try:
+        st = time.gmtime(ms / 1000.0)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return f"{ms} ({time.strftime('%Y-%m-%dT%H:%M:%S', st)}.{ms % 1000:03d}Z)"
+
+
+def _scalar(name: str, value: Any, enum: str | None, protocol: str) -> tuple[str, str | None]:
+    """Text of a scalar field value and an optional style."""
+    if value is None:
+        return "null", None
+    if value is True:
+        return "true", None
+    if value is False:
+        return "false", None
+    if isinstance(value, int):
+        if is_error_field(name):
+            if value == 0:
+                return "0 (NONE)", None
+            return f"{value} ({error_label(value, protocol)})", "error"
+        label = enum_label(enum, value)
+        return (f"{value} ({label})" if label else str(value)), None
+    if isinstance(value, str):
+        return _quote(value), None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        return (f"{len(data)} bytes: {_hex_preview(data)}" if data else "0 bytes"), None
+    if isinstance(value, float):
+        return repr(value), None
+    return repr(value), None
+
+
+# ----------------------------------------------------------------------------- builder
+
+class _Builder:
+    """Builds the nodes of one message; knows its schema and byte ranges."""
+
+    def __init__(self, msg: KafkaMessage, protocol: str, spans: bool,
+                 value_chars: int | None) -> None:
+        self.msg = msg
+        self.protocol = protocol
+        self.value_chars = value_chars
+        self.kind = msg.kind
+        self.version = msg.header.get("_body_version", msg.api_version) \
+            if isinstance(msg.header, dict) else msg.api_version
+        self.modern = protocol != LEGACY_PROTOCOL and msg.api_key is not None \
+            and self.version is not None
+        self.spans: dict[tuple[str, tuple[Any, ...]], tuple[int, int]] = {}
+        if spans and protocol != LEGACY_PROTOCOL:
+            for s in field_spans(msg):
+                self.spans[(s.section, tuple(s.path))] = (s.offset + PREFIX, s.length)
+
+    def node(self, label: str, value: str, section: str, path: tuple[Any, ...],
+             about: str | None = None, style: str | None = None) -> TreeNode:
+        span = self.spans.get((section, path))
+        return TreeNode(label, value, start=span[0] if span else None,
+                        length=span[1] if span else None, message=self.kind, about=about,
+                        path=(section, *path), style=style)
+
+    def info(self, section: str, path: tuple[Any, ...]) -> Any:
+        if not self.modern:
+            return None
+        try:
+            if section == "header":
+                name = "RequestHeader" if self.kind == "request" else "ResponseHeader"
+                return struct_field_info(name, self.msg.header_version or 0, path)
+            return field_info(self.msg.api_key, self.kind, self.version, path)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - metadata is decoration
+            return None
+
+    # -- dict bodies ----------------------------------------------------------------
+    def fields(self, parent: TreeNode, obj: dict[str, Any], section: str,
+               path: tuple[Any, ...], struct_info: Any = None) -> None:
+        for key, value in obj.items():
+            if key.startswith("_"):
+                if key == "_unknown_tags":
+                    self.unknown_tags(parent, value, section, path)
+                elif key == "_problems" and isinstance(value, list):
+                    for p in value:
+                        parent.add(TreeNode("Problem", str(p), style="warn"))
+                continue
+            fpath = (*path, key)
+            info = self.info(section, fpath) if struct_info is None else \
+                self._struct_info(struct_info, fpath)
+            about = getattr(info, "about", None)
+            enum = getattr(info, "enum", None)
+            self.value(parent, key, value, section, fpath, about, enum, obj)
+
+    def _struct_info(self, schema: tuple[str, int | None], path: tuple[Any, ...]) -> Any:
+        name, version = schema
+        if version is None:
+            return None
+        try:
+            return struct_field_info(name, version, path)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def value(self, parent: TreeNode, key: str, value: Any, section: str,
+              path: tuple[Any, ...], about: str | None, enum: str | None,
+              holder: dict[str, Any], struct_info: Any = None) -> None:
+        if isinstance(value, dict):
+            node = parent.add(self.node(key, "", section, path, about))
+            self.fields(node, value, section, path, struct_info)
+            return
+        if isinstance(value, list):
+            if value and all(isinstance(v, dict) for v in value):
+                node = parent.add(self.node(key, f"{len(value)} item{'s' if len(value) != 1 else ''}",
+                                            section, path, about))
+                for i, item in enumerate(value):
+                    ipath = (*path, i)
+                    child = node.add(self.node(f"{key}[{i}]", _item_hint(item), section, ipath))
+                    self.fields(child, item, section, ipath, struct_info)
+                return
+            shown = value[:INLINE_LIST_LIMIT]
+            parts = []
+            for v in shown:
+                text, _ = _scalar(key, v, enum, self.protocol)
+                parts.append(text)
+            more = f", … (+{len(value) - INLINE_LIST_LIMIT})" if len(value) > INLINE_LIST_LIMIT else ""
+            parent.add(self.node(key, f"[{', '.join(parts)}{more}]", section, path, about))
+            return
+        if isinstance(value, Records):
+            self.records(parent, key, value, section, path, about)
+            return
+        text, style = _scalar(key, value, enum, self.protocol)
+        if key == "TopicId" and isinstance(holder.get("_topic_name"), str):
+            text += f" ({holder['_topic_name']})"
+        if holder.get(f"_redacted_{key}"):
+            text += " (secrets masked)"
+        node = parent.add(self.node(key, text, section, path, about, style))
+        if style == "error" and isinstance(value, int):
+            node.about = f"{error_name(value)}: {error_description(value)}"
+        decoded = holder.get(f"_decoded_{key}")
+        if isinstance(decoded, dict):
+            self.embedded(node, decoded)
+
+    def unknown_tags(self, parent: TreeNode, tags: Any, section: str,
+                     path: tuple[Any, ...]) -> None:
+        if not isinstance(tags, list):
+            return
+        for i, item in enumerate(tags):
+            try:
+                tag, data = item
+            except (TypeError, ValueError):
+                continue
+            text, _ = _scalar("", data, None, self.protocol)
+            parent.add(self.node(f"Unknown tagged field {tag}", text, section,
+                                 (*path, "_unknown_tags", i), style="warn"))
+
+    def embedded(self, parent: TreeNode, decoded: dict[str, Any]) -> None:
+        """A protocol embedded in a bytes field (``_decoded_<Field>``)."""
+        schema = decoded.get("schema") or "embedded"
+        version = decoded.get("version")
+        label = f"{schema} v{version}" if version is not None else str(schema)
+        if decoded.get("decoded_as") is not None:
+            label += f" (decoded as v{decoded['decoded_as']})"
+        node = parent.add(TreeNode(label, "", message=self.kind))
+        data = decoded.get("data")
+        if isinstance(data, dict):
+            sinfo = (schema, decoded.get("decoded_as", version)) \
+                if isinstance(version, int) else (schema, None)
+            for key, value in data.items():
+                if key.startswith("_") or key in ("secret_spans", "problems"):
+                    continue
+                info = self._struct_info(sinfo, (key,))
+                self.value(node, key, value, "embedded", (key,), getattr(info, "about", None),
+                           getattr(info, "enum", None), data, sinfo)
+        elif data is None:
+            node.value = "not decodable"
+        for p in decoded.get("problems") or ():
+            node.add(TreeNode("Problem", str(p), style="warn"))
+        if decoded.get("note"):
+            node.add(TreeNode("Note", str(decoded["note"])))
+
+    # -- records --------------------------------------------------------------------
+    def records(self, parent: TreeNode, key: str, records: Records, section: str,
+                path: tuple[Any, ...], about: str | None) -> None:
+        node = parent.add(self.node(key, f"{records.summary()} ({human_bytes(len(records))})",
+                                    section, path, about))
+        # The span of a records field covers its length prefix; the data ends it.
+        base = None
+        if node.start is not None and node.length is not None:
+            base = node.start + node.length - len(records)
+        for bi, batch in enumerate(records.batches):
+            self.batch(node, bi, batch, records, base, path)
+        # Problems of the set itself (those of batches are shown under each batch).
+        for p in records.problems:
+            if not p.startswith("batch "):
+                node.add(TreeNode("Problem", str(p), style="warn"))
+
+    def batch(self, parent: TreeNode, index: int, b: Batch, records: Records,
+              base: int | None, path: tuple[Any, ...]) -> None:
+        first, last = b.base_offset, b.last_offset
+        offsets = f"offsets {first}-{last}" if last is not None and last != first \
+            else f"offset {first}"
+        count = b.record_count
+        desc = [offsets, f"{count if count is not None else '?'} records", f"magic {b.magic}"]
+        if b.attributes is not None:
+            desc.append(b.codec_name)
+        if b.transactional:
+            desc.append("transactional")
+        if b.control:
+            desc.append("control")
+        if b.truncated:
+            desc.append("truncated")
+        node = TreeNode(f"Batch {index}", ", ".join(desc), message=self.kind,
+                        start=base + b.start if base is not None else None,
+                        length=b.available if base is not None else None,
+                        path=("records", *path, index))
+        parent.add(node)
+        rows: list[tuple[str, Any]] = [("BaseOffset", b.base_offset), ("BatchLength", b.length)]
+        if b.kind == "v2":
+            rows += [("PartitionLeaderEpoch", b.partition_leader_epoch), ("Magic", b.magic)]
+        else:
+            rows += [("Magic", b.magic)]
+        crc_ok = b.crc_ok
+        crc_text = "null" if b.crc is None else f"0x{b.crc:08x}" + (
+            " (ok)" if crc_ok else " (MISMATCH)" if crc_ok is False else " (not checked: truncated)")
+        node.add(TreeNode("CRC", crc_text, message=self.kind,
+                          style="error" if crc_ok is False else None))
+        for label, value in rows:
+            node.add(TreeNode(label, "null" if value is None else str(value), message=self.kind))
+        if b.attributes is not None:
+            attrs = [f"compression {b.codec_name}"]
+            if b.timestamp_type:
+                attrs.append(b.timestamp_type)
+            if b.transactional:
+                attrs.append("transactional")
+            if b.control:
+                attrs.append("control")
+            node.add(TreeNode("Attributes", f"0x{b.attributes:04x} ({', '.join(attrs)})",
+                              message=self.kind))
+        if b.kind == "v2":
+            for label, value in (("LastOffsetDelta", b.last_offset_delta),
+                                 ("BaseTimestamp", b.base_timestamp),
+                                 ("MaxTimestamp", b.max_timestamp),
+                                 ("ProducerId", b.producer_id),
+                                 ("ProducerEpoch", b.producer_epoch),
+                                 ("BaseSequence", b.base_sequence),
+                                 ("RecordCount", b.declared_count)):
+                text = _format_ms(value) if "Timestamp" in label and value is not None \
+                    else ("null" if value is None else str(value))
+                node.add(TreeNode(label, text, message=self.kind))
+        if b.compressed_size is not None:
+            node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> "
+                                            f"{b.decompressed_size} bytes ({b.framing or b.codec_name})"))
+        for ri, rec in enumerate(b.records):
+            self.record(node, ri, rec, records, base)
+        for p in b.problems:
+            node.add(TreeNode("Problem", str(p), style="warn"))
+
+    def record(self, parent: TreeNode, index: int, r: Record, records: Records,
+               base: int | None) -> None:
+        in_place = base is not None and r.start >= 0
+        node = TreeNode(f"Record {index}", f"offset {r.offset}", message=self.kind,
+                        start=base + r.start if in_place else None,
+                        length=r.size if in_place else None)
+        parent.add(node)
+        add = node.add
+        add(TreeNode("Offset", str(r.offset)))
+        if r.timestamp is not None:
+            add(TreeNode("Timestamp", _format_ms(r.timestamp)))
+        topic, partition = records.topic, records.partition
+        if r.control is not None:
+            ctl = node.add(TreeNode("Control", str(r.control.get("type"))))
+            for k, v in r.control.items():
+                if k == "data" and isinstance(v, dict):
+                    data = ctl.add(TreeNode("Data", ""))
+                    _plain_dict(data, v)
+                elif k != "type":
+                    ctl.add(TreeNode(k, _plain_value(v)))
+        add(TreeNode("Key", self.payload(r.key, topic, partition, "key")))
+        add(TreeNode("Value", self.payload(r.value, topic, partition, "value")))
+        if r.headers:
+            headers = add(TreeNode("Headers", f"{len(r.headers)}"))
+            for hk, hv in r.headers:
+                headers.add(TreeNode(_quote(hk), self.payload(hv, topic, partition, "header")))
+        for label, decoded in (("Key decoded", r.key_decoded), ("Value decoded", r.value_decoded)):
+            if isinstance(decoded, dict):
+                _plain_dict(add(TreeNode(label, str(decoded.get("schema", "")))), decoded)
+            elif decoded is not None:
+                add(TreeNode(label, _plain_value(decoded)))
+        if r.crc is not None:
+            add(TreeNode("CRC", f"0x{r.crc:08x}" + (" (ok)" if r.crc_ok else " (MISMATCH)"),
+                         style=None if r.crc_ok else "error"))
+        for p in r.problems or ():
+            add(TreeNode("Problem", str(p), style="warn"))
+
+    def payload(self, data: bytes | None, topic: str | None, partition: int | None,
+                part: str) -> str:
+        if data is None:
+            return "null"
+        rendered = render_payload(data, topic=topic, partition=partition, part=part)
+        size = f"{len(data)} bytes"
+        if rendered.kind == "json" and rendered.obj is not None:
+            text = json.dumps(rendered.obj, ensure_ascii=False, separators=(",", ":"))
+        elif rendered.kind in ("text", "decoded") and isinstance(rendered.obj, (dict, list)):
+            text = json.dumps(rendered.obj, ensure_ascii=False, separators=(",", ":"),
+                              default=repr)
+        elif rendered.kind in ("text", "decoded"):
+            text = _quote(rendered.text) if rendered.kind == "text" else rendered.text
+        elif rendered.kind == "empty":
+            return "0 bytes"
+        else:
+            text = "hex " + rendered.text
+        limit = self.value_chars
+        if limit and len(text) > limit:
+            text = text[:limit] + "…"
+        suffix = f" [{rendered.decoder}]" if rendered.decoder else ""
+        return f"{text} ({size}){suffix}"
+
+
+def _item_hint(item: dict[str, Any]) -> str:
+    """A short identity for an array element: its name/topic/id field, if any."""
+    for key in ("Name", "Topic", "TopicName", "_topic_name", "GroupId", "MemberId", "Key",
+                "ResourceName"):
+        v = item.get(key)
+        if isinstance(v, str) and v:
+            return _quote(v)
+    for key in ("PartitionIndex", "Partition", "Index", "ApiKey", "NodeId", "BrokerId"):
+        v = item.get(key)
+        if type(v) is int:
+            if key == "ApiKey":
+                return api_label(v)
+            return f"{key} {v}"
+    return ""
+
+
+def _plain_value(v: Any) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        return _scalar("", bytes(v), None, "kafka")[0]
+    if isinstance(v, str):
+        return _quote(v)
+    try:
+        return json.dumps(v, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(v)
+
+
+def _plain_dict(parent: TreeNode, d: dict[str, Any], depth: int = 0) -> None:
+    for k, v in d.items():
+        if isinstance(v, dict) and depth < 8:
+            _plain_dict(parent.add(TreeNode(str(k), "")), v, depth + 1)
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v) and depth < 8:
+            node = parent.add(TreeNode(str(k), f"{len(v)} items"))
+            for i, x in enumerate(v):
+                _plain_dict(node.add(TreeNode(f"{k}[{i}]", _item_hint(x))), x, depth + 1)
+        else:
+            parent.add(TreeNode(str(k), _plain_value(v)))
+
+
+# ----------------------------------------------------------------------------- messages
+
+def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
+                  value_chars: int | None) -> TreeNode:
+    b = _Builder(msg, exchange.protocol, spans, value_chars)
+    what = "request" if msg.kind == "request" else "response"
+    frames = f"frame {msg.frame_first}" if msg.frame_first == msg.frame_last \
+        else f"frames {msg.frame_first}-{msg.frame_last}"
+    top = TreeNode(f"Kafka {what}", f"{frames}, {msg.size} bytes", message=msg.kind,
+                   start=0, length=msg.size, path=())
+    top.add(TreeNode("Length", str(msg.size - PREFIX), start=0, length=PREFIX, message=msg.kind,
+                     about="Size of the frame after this field"))
+    if msg.missing:
+        top.add(TreeNode("Missing", f"{msg.missing} bytes lost in a capture gap", style="warn"))
+    if msg.inferred:
+        top.add(TreeNode("Inferred", str(msg.inferred), style="warn",
+                         about="How the API of this unpaired response was guessed"))
+    if msg.header:
+        hv = msg.header_version
+        hdr_end = msg.body_offset if msg.body_offset else None
+        header = top.add(TreeNode(
+            f"{'Request' if msg.kind == 'request' else 'Response'} header"
+            + (f" v{hv}" if hv is not None else ""), "", message=msg.kind,
+            start=PREFIX if hdr_end else None, length=hdr_end, path=("header",)))
+        if exchange.protocol == LEGACY_PROTOCOL:
+            for key, value in msg.header.items():
+                header.add(TreeNode(key, _plain_value(value), message=msg.kind))
+        else:
+            for key, value in msg.header.items():
+                if key.startswith("_"):
+                    if key == "_unknown_tags":
+                        b.unknown_tags(header, value, "header", ())
+                    continue
+                info = b.info("header", (key,))
+                text, style = _scalar(key, value, getattr(info, "enum", None), exchange.protocol)
+                if key == "RequestApiKey" and isinstance(value, int):
+                    text = f"{value} ({api_label(value)})"
+                header.add(b.node(key, text, "header", (key,), getattr(info, "about", None),
+                                  style))
+    name = api_label(msg.api_key, exchange.protocol)
+    version = b.version
+    title = f"{name} {what}" + (f" v{version}" if version is not None else "")
+    body = top.add(TreeNode(title, "", message=msg.kind,
+                            start=msg.body_offset + PREFIX if msg.body is not None else None,
+                            length=(msg.body_end - msg.body_offset)
+                            if msg.body is not None and msg.body_end >= msg.body_offset else None,
+                            path=("body",)))
+    if msg.body is None:
+        body.value = "not decoded"
+        rest = len(msg.raw) - msg.body_offset
+        if rest > 0:
+            body.add(TreeNode("Raw", f"{rest} bytes: {_hex_preview(bytes(msg.raw[msg.body_offset:]))}",
+                              start=msg.body_offset + PREFIX, length=rest, message=msg.kind))
+    else:
+        try:
+            b.fields(body, msg.body, "body", ())
+        except RecursionError:
+            body.add(TreeNode("Problem", "body nested too deeply to show", style="warn"))
+    for p in msg.problems:
+        top.add(TreeNode("Problem", p, style="warn"))
+    return top
+
+
+def build_tree(exchange: Exchange, *, spans: bool = False,
+               value_chars: int | None = DEFAULT_VALUE_CHARS) -> TreeNode:
+    """The detail tree of ``exchange`` (see module contract).
+
+    ``value_chars`` limits the text shown per record key/value/header (None: no limit).
+    """
+    api = api_label(exchange.api_key, exchange.protocol)
+    version = exchange.api_version
+    head = (f"{api} v{version}" if version is not None else api) + \
+        f", {exchange.status}, stream {exchange.stream}, " \
+        f"{format_address(exchange.client)} → {format_address(exchange.broker)}"
+    if exchange.latency_ms is not None:
+        head += f", latency {format_latency(exchange.latency_ms)}"
+    root = TreeNode(f"Exchange {exchange.index}", head)
+    if exchange.correlation_id is not None:
+        root.add(TreeNode("Correlation id", str(exchange.correlation_id)))
+    if exchange.client_id is not None:
+        root.add(TreeNode("Client id", _quote(exchange.client_id)))
+    for msg in (exchange.request, exchange.response):
+        if msg is not None:
+            try:
+                root.add(_message_node(msg, exchange, spans, value_chars))
+            except Exception as exc:  # noqa: BLE001 - never break the output on one message
+                root.add(TreeNode("Problem", f"{msg.kind} could not be shown: "
+                                             f"{type(exc).__name__}: {exc}", style="warn"))
+    for p in exchange.problems:
+        root.add(TreeNode("Problem", p, style="warn"))
+    return root
+
+
+def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = False,
+                indent: str = "    ") -> Iterator[str]:
+    """Indented text lines of a tree; ``offsets`` appends ``[start-end)`` byte ranges."""
+    for depth, node in root.walk():
+        label = palette.name(node.label) if depth else palette.heading(node.label)
+        text = f"{label}: {node.value}" if node.value else label
+        if node.style == "error":
+            text = f"{label}: {palette.error(node.value)}" if node.value else palette.error(label)
+        elif node.style == "warn":
+            text = f"{palette.warn(node.label)}: {node.value}" if node.value else \
+                palette.warn(node.label)
+        if offsets and node.start is not None and node.length is not None:
+            text += palette.dim(f"  [{node.message or ''} {node.start}-{node.start + node.length})")
+        yield indent * depth + text
+
+
+def find_node(root: TreeNode, path: tuple[Any, ...], message: str) -> TreeNode | None:
+    """The node of ``message`` ("request"/"response") at ``path`` (as in ``node.path``)."""
+    for _, node in root.walk():
+        if node.message == message and node.path == path:
+            return node
+    return None
