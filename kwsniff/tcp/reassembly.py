@@ -163,7 +163,17 @@ class TcpReassembler:
             events.append(StreamData(conn, d, off, payload, frame, ts))
             return events
         self._data(flow, d, off, payload, missing, frame, ts, events)
+        if ds.fin is not None:
+            self._close_if_finished(flow, frame, ts, events)
         return events
+
+    def _close_if_finished(self, flow: _Flow, frame: int, ts: float,
+                           events: list[Event]) -> None:
+        """Close ``flow`` once both sides sent FIN and every byte before them is accounted for."""
+        d0, d1 = flow.dirs
+        if (not flow.closed and d0.fin is not None and d1.fin is not None
+                and d0.next >= d0.fin and d1.next >= d1.fin):
+            self._close(flow, cx.CLOSE_FIN, GAP_CLOSED, frame, ts, events)
 
     def _feed_slow(self, frame: int, ts: float, seg: Segment,
                    entry: tuple[_Flow, int] | None) -> list[Event]:
@@ -220,10 +230,7 @@ class TcpReassembler:
             if ds.pending or ds.next < fin:
                 # FIN ahead of a hole: the retransmission may still come
                 self._acked(flow, d, frame, ts, events)
-        other = flow.dirs[1 - d]
-        if (ds.fin is not None and other.fin is not None and ds.next >= ds.fin
-                and other.next >= other.fin and not flow.closed):
-            self._close(flow, cx.CLOSE_FIN, GAP_CLOSED, frame, ts, events)
+        self._close_if_finished(flow, frame, ts, events)
         return events
 
     def _starts_new(self, flow: _Flow, d: int, seq: int, flags: int) -> bool:
@@ -442,10 +449,8 @@ class TcpReassembler:
                 return
             if not ds.pending and ds.fin is None:
                 return
-        if ds.fin is not None and flow.dirs[1 - d].fin is not None and not flow.closed:
-            other = flow.dirs[1 - d]
-            if ds.next >= ds.fin and other.next >= other.fin:
-                self._close(flow, cx.CLOSE_FIN, GAP_CLOSED, frame, ts, events)
+        if ds.fin is not None:
+            self._close_if_finished(flow, frame, ts, events)
 
     # -- closing -------------------------------------------------------------------------
 
