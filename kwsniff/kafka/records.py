@@ -703,6 +703,9 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
             v = buf[pos]
             if v < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (v & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
             else:
                 v, pos = uvarint(buf, pos)
             length = (v >> 1) ^ -(v & 1)
@@ -717,18 +720,27 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
             v = buf[pos]
             if v < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (v & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
             else:
                 v, pos = uvarint(buf, pos)
             ts_delta = (v >> 1) ^ -(v & 1)
             v = buf[pos]
             if v < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (v & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
             else:
                 v, pos = uvarint(buf, pos)
             off_delta = (v >> 1) ^ -(v & 1)
             v = buf[pos]
             if v < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (v & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
             else:
                 v, pos = uvarint(buf, pos)
             n = (v >> 1) ^ -(v & 1)
@@ -740,6 +752,9 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
             v = buf[pos]
             if v < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (v & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
             else:
                 v, pos = uvarint(buf, pos)
             n = (v >> 1) ^ -(v & 1)
@@ -751,6 +766,9 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
             v = buf[pos]
             if v < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                v = (v & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
             else:
                 v, pos = uvarint(buf, pos)
             nh = (v >> 1) ^ -(v & 1)
@@ -764,6 +782,9 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                     v = buf[pos]
                     if v < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        v = (v & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
                     else:
                         v, pos = uvarint(buf, pos)
                     n = (v >> 1) ^ -(v & 1)
@@ -774,6 +795,9 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                     v = buf[pos]
                     if v < 0x80:
                         pos += 1
+                    elif buf[pos + 1] < 0x80:
+                        v = (v & 0x7F) | (buf[pos + 1] << 7)
+                        pos += 2
                     else:
                         v, pos = uvarint(buf, pos)
                     n = (v >> 1) ^ -(v & 1)
