@@ -1,0 +1,265 @@
+"""The one decoding path: packets -> TCP streams -> Kafka conversations -> exchanges.
+
+Contract:
+
+* :func:`iter_exchanges` (or :meth:`Engine.run`) consumes packet tuples (a
+  ``CaptureSource``, a live source, any iterable of ``(frame, ts, linktype, data,
+  orig_len)``) and yields :class:`~kwsniff.kafka.model.Exchange` objects in capture
+  order (order of the first byte of each exchange's first message) with 1-based
+  ``index`` values in that order.  Nothing here does I/O; nothing raises on bad bytes.
+* :attr:`Engine.summary` (:class:`RunSummary`) holds run counters, readable at any time;
+  :attr:`Engine.connections` the :class:`~kwsniff.kafka.conn_summary.ConnectionSummary`
+  of every connection that carried (or, on a Kafka port, should have carried) Kafka.
+* Sans-IO use (live capture, tests): :meth:`Engine.feed_event` with TCP events,
+  :meth:`Engine.tick` to let capture time pass, :meth:`Engine.finish` at the end.
+* Memory is bounded by the options: waiting requests expire after ``timeout`` seconds
+  of capture time, the reorder buffer holds at most ``reorder_limit`` exchanges, frames
+  are at most ``max_frame`` bytes, resynchronisation looks at most ``resync_window``
+  bytes, detection buffers at most ``detect_budget`` bytes per direction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from kwsniff.kafka.conn_summary import ConnectionSummary
+from kwsniff.kafka.conversation import KAFKA, KAFKA07, OTHER, TLS, Context, Conversation, Options
+from kwsniff.kafka.model import STATUSES, Exchange
+from kwsniff.tcp import (
+    ConnectionClosed,
+    ConnectionOpened,
+    StreamData,
+    StreamGap,
+    TcpEventStream,
+    TcpOptions,
+)
+
+#: capture-time interval between sweeps for expired requests
+SWEEP_INTERVAL = 1.0
+
+
+@dataclass(slots=True)
+class EngineOptions:
+    """What the user can tune (CLI flags map onto these)."""
+
+    ports: tuple[int, ...] = (9092,)     # Kafka ports (``--port``, repeatable)
+    auto_detect: bool = True             # also find Kafka on other ports by content
+    timeout: float = 300.0               # seconds of capture time before "unanswered"
+    orphan_delay: float = 10.0           # seconds an orphan waits for inference evidence
+    overtake_limit: int = 8              # later answered requests that make one unanswered
+    max_frame: int = 100 << 20           # largest plausible Kafka message (bytes)
+    resync_window: int = 4 << 20         # bytes examined while resynchronising
+    detect_budget: int = 64 << 10        # bytes per direction examined for detection
+    reorder_limit: int = 10_000          # exchanges held back for capture order
+    bodies: bool = True                  # decode bodies (False: headers only, faster)
+    max_problems: int = 1000             # run problems kept (the rest are counted)
+    max_connection_summaries: int = 100_000
+    tcp: TcpOptions | None = None        # TCP layer limits
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """Counters of one run; complete after the iterator is exhausted."""
+
+    packets: int = 0
+    tcp_connections: int = 0
+    kafka_connections: int = 0           # modern and 0.7
+    kafka07_connections: int = 0
+    tls_connections: int = 0             # TLS seen on a Kafka port
+    other_connections: int = 0           # examined and not Kafka
+    exchanges: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
+    exchanges_total: int = 0
+    requests: int = 0
+    responses: int = 0
+    inferred_responses: int = 0          # orphans decoded by inference
+    skipped_bytes: int = 0               # stream bytes in no frame (resynchronisation)
+    gaps: int = 0                        # holes in Kafka streams
+    gap_bytes: int = 0
+    resyncs: int = 0
+    topic_ids_resolved: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
+    problems: list[str] = field(default_factory=list)
+    problems_dropped: int = 0
+    max_problems: int = 1000
+    tcp: Any = None                      # kwsniff.tcp.TcpStats at the end of the run
+
+    def add_problem(self, text: str) -> None:
+        if len(self.problems) < self.max_problems:
+            self.problems.append(text)
+        else:
+            self.problems_dropped += 1
+
+    def count(self, ex: Exchange) -> None:
+        self.exchanges[ex.status] = self.exchanges.get(ex.status, 0) + 1
+        self.exchanges_total += 1
+        if ex.request is not None:
+            self.requests += 1
+        if ex.response is not None:
+            self.responses += 1
+            if ex.response.inferred:
+                self.inferred_responses += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("tcp", "max_problems")}
+        out["exchanges"] = dict(self.exchanges)
+        out["problems"] = list(self.problems)
+        return out
+
+
+class Engine:
+    """Composes the TCP and Kafka layers (see the module docstring)."""
+
+    def __init__(self, options: EngineOptions | None = None) -> None:
+        opts = options or EngineOptions()
+        self.options = opts
+        self.summary = RunSummary(max_problems=opts.max_problems)
+        self.ctx = Context(Options(
+            ports=opts.ports, auto_detect=opts.auto_detect, max_frame=opts.max_frame,
+            window=opts.resync_window, detect_budget=opts.detect_budget, timeout=opts.timeout,
+            overtake_limit=opts.overtake_limit, orphan_delay=opts.orphan_delay,
+            bodies=opts.bodies), self.summary, opts.reorder_limit)
+        self.convs: dict[int, Conversation] = {}
+        self.connections: dict[int, ConnectionSummary] = {}
+        self._next_sweep: float | None = None
+        self._tcp: TcpEventStream | None = None
+
+    # ------------------------------------------------------------------ driving
+    def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
+        """Decode ``source`` (packet tuples); yield exchanges in capture order."""
+        tcp = TcpEventStream(self._counted(source), self.options.tcp)
+        self._tcp = tcp
+        feed = self.feed_event
+        for ev in tcp:
+            out = feed(ev)
+            if out:
+                yield from out
+        yield from self.finish()
+
+    def _counted(self, source: Iterable[tuple]) -> Iterator[tuple]:
+        summary = self.summary
+        n = 0
+        for pkt in source:
+            n += 1
+            summary.packets = n
+            yield pkt
+
+    def feed_event(self, ev: Any) -> list[Exchange]:
+        """Process one TCP stream event; return the exchanges it releases."""
+        t = type(ev)
+        if t is StreamData:
+            conv = self.convs.get(ev.conn.index)
+            if conv is None:
+                return []
+            conv.data(ev.direction, ev.offset, ev.data, ev.frame, ev.ts)
+            ts = ev.ts
+            if conv.state != KAFKA and conv.state != KAFKA07:
+                self._settled(conv)
+        elif t is StreamGap:
+            conv = self.convs.get(ev.conn.index)
+            if conv is None:
+                return []
+            conv.gap(ev.direction, ev.offset, ev.length, ev.frame, ev.ts, ev.reason)
+            ts = ev.ts
+            self._settled(conv)
+        elif t is ConnectionOpened:
+            conn = ev.conn
+            self.summary.tcp_connections += 1
+            self.convs[conn.index] = Conversation(conn, self.ctx)
+            ts = conn.first_ts
+        elif t is ConnectionClosed:
+            conv = self.convs.pop(ev.conn.index, None)
+            if conv is not None:
+                conv.close("capture-end" if ev.reason == "end of capture" else ev.reason)
+                self._retire(conv)
+            ts = ev.conn.last_ts
+        else:
+            return []
+        s = self.summary
+        if s.first_ts is None:
+            s.first_ts = ts
+            self._next_sweep = ts + SWEEP_INTERVAL
+        if s.last_ts is None or ts > s.last_ts:
+            s.last_ts = ts
+        if self._next_sweep is not None and ts >= self._next_sweep:
+            self._sweep(ts)
+        if self.ctx.reorder.ready:
+            return self._release(False)
+        return []
+
+    def tick(self, now: float) -> list[Exchange]:
+        """Let capture time pass without packets (live capture): expire and release."""
+        self._sweep(now)
+        return self._release(False)
+
+    def finish(self) -> list[Exchange]:
+        """End of input: close every conversation, release everything."""
+        for idx in list(self.convs):
+            conv = self.convs.pop(idx)
+            conv.close("capture-end")
+            self._retire(conv)
+        out = self._release(True)
+        if self._tcp is not None:
+            stats = self._tcp.stats
+            self.summary.tcp = stats
+            self.summary.packets = max(self.summary.packets, stats.packets)
+        self.summary.topic_ids_resolved = self.ctx.topic_ids.resolved
+        return out
+
+    # ----------------------------------------------------------------- internal
+    def _settled(self, conv: Conversation) -> None:
+        """Stop the TCP layer from delivering bytes of connections that are not Kafka."""
+        state = conv.state
+        if state == OTHER or state == TLS:
+            conv.conn.ignored = True
+            self.convs.pop(conv.conn.index, None)
+            conv.close("ignored")
+            self._retire(conv)
+
+    def _retire(self, conv: Conversation) -> None:
+        s = self.summary
+        cs = conv.summary
+        if conv.state == KAFKA or conv.state == KAFKA07:
+            if conv.state == KAFKA07:
+                s.kafka07_connections += 1
+            s.skipped_bytes += cs.skipped_bytes
+            s.resyncs += cs.resyncs
+        elif conv.state == OTHER:
+            s.other_connections += 1
+        if conv.state == OTHER and not conv.kafka_port:
+            return
+        if conv.state == "undecided":
+            return
+        conns = self.connections
+        conns[cs.stream] = cs
+        if len(conns) > self.options.max_connection_summaries:
+            del conns[next(iter(conns))]
+
+    def _sweep(self, now: float) -> None:
+        self._next_sweep = now + SWEEP_INTERVAL
+        for conv in list(self.convs.values()):
+            if conv.waiting():
+                conv.expire(now)
+
+    def _release(self, final: bool) -> list[Exchange]:
+        out = self.ctx.reorder.drain(final)
+        count = self.summary.count
+        for ex in out:
+            count(ex)
+        return out
+
+    def connection_summaries(self) -> list[ConnectionSummary]:
+        """Summaries of finished and still-open Kafka connections, by stream index."""
+        out = dict(self.connections)
+        for idx, conv in self.convs.items():
+            if conv.state in (KAFKA, KAFKA07):
+                out[idx] = conv.summary
+        return [out[k] for k in sorted(out)]
+
+
+def iter_exchanges(source: Iterable[tuple], options: EngineOptions | None = None, *,
+                   engine: Engine | None = None) -> Iterator[Exchange]:
+    """Decode ``source``; pass ``engine`` to read its summary and connections afterwards."""
+    eng = engine if engine is not None else Engine(options)
+    return eng.run(source)

@@ -1,0 +1,802 @@
+"""One TCP connection's Kafka conversation: requests paired with responses.
+
+Contract:
+
+* A :class:`Conversation` receives its connection's stream events (bytes and holes per
+  direction, close) in capture order and hands finished :class:`Exchange` objects to
+  the shared :class:`Context`'s reorder buffer with their order key.  It never raises on
+  bad bytes.
+* Until it knows what the connection carries it buffers bytes (bounded by the
+  detection budget) and asks :func:`kwsniff.kafka.detect.classify`.
+* Pairing (modern protocol): by correlation id.  Produce with ``acks=0`` ->
+  ``no_response_expected`` at once.  A waiting request becomes ``unanswered`` when the
+  connection closes or the capture ends, when ``timeout`` seconds of capture time pass,
+  when ``overtake_limit`` later requests of the connection were answered (brokers answer
+  in order), or when its correlation id is reused.  A response with an unknown
+  correlation id is an ``orphan_response``; it is held briefly (``orphan_delay`` seconds
+  or ``orphan_requests`` later requests) so that the connection's later traffic can help
+  infer its API (:mod:`kwsniff.kafka.inference`).
+* SASL (SaslHandshake v0): after a successful v0 handshake response the client's frames
+  that do not parse as Kafka requests are raw SASL tokens; they pair in order with the
+  broker's raw tokens as exchanges of protocol ``"kafka-sasl"``.
+* Kafka 0.7: requests pair in order with responses (PRODUCE/MULTIPRODUCE expect none).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict, deque
+from typing import Any, Iterable
+
+from kwsniff.kafka import decoding, detect, legacy07, plausible
+from kwsniff.kafka.conn_summary import ConnectionSummary
+from kwsniff.kafka.framing import NO, SHORT, STRONG, SYNCED, WEAK, Frame, Framer
+from kwsniff.kafka.inference import ApiHistory, all_pairs, infer_response
+from kwsniff.kafka.model import (
+    NO_RESPONSE_EXPECTED,
+    ORPHAN_RESPONSE,
+    PAIRED,
+    REQUEST,
+    RESPONSE,
+    UNANSWERED,
+    Exchange,
+    KafkaMessage,
+)
+from kwsniff.kafka.ordering import Reorderer
+from kwsniff.kafka.topic_ids import TopicIds
+
+UNDECIDED = "undecided"
+KAFKA = detect.KAFKA
+KAFKA07 = detect.KAFKA07
+TLS = detect.TLS
+OTHER = detect.OTHER
+
+PROTO_SASL = "kafka-sasl"
+PRODUCE, METADATA, SASL_HANDSHAKE, API_VERSIONS = 0, 3, 17, 18
+_I32 = struct.Struct(">i")
+
+
+class Options:
+    """Knobs of the conversation layer (the engine builds it from its options)."""
+
+    __slots__ = ("ports", "auto_detect", "max_frame", "window", "detect_budget", "timeout",
+                 "overtake_limit", "orphan_delay", "orphan_requests", "bodies", "recent_limit",
+                 "show_secrets")
+
+    def __init__(self, ports: Iterable[int] = (9092,), auto_detect: bool = True,
+                 max_frame: int = 100 << 20, window: int = 4 << 20, detect_budget: int = 64 << 10,
+                 timeout: float = 300.0, overtake_limit: int = 8, orphan_delay: float = 10.0,
+                 orphan_requests: int = 8, bodies: bool = True, recent_limit: int = 256,
+                 show_secrets: bool = False) -> None:
+        self.ports = frozenset(ports)
+        self.auto_detect = auto_detect
+        self.max_frame = max_frame
+        self.window = window
+        self.detect_budget = detect_budget
+        self.timeout = timeout
+        self.overtake_limit = overtake_limit
+        self.orphan_delay = orphan_delay
+        self.orphan_requests = orphan_requests
+        self.bodies = bodies
+        self.recent_limit = recent_limit
+        self.show_secrets = show_secrets
+
+
+class Context:
+    """State shared by all conversations of one run."""
+
+    __slots__ = ("options", "reorder", "topic_ids", "histories", "learned", "stats", "now",
+                 "annotate_ctx")
+
+    def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000) -> None:
+        self.options = options
+        self.reorder = Reorderer(reorder_limit)
+        self.topic_ids = TopicIds()
+        self.histories: OrderedDict[Any, ApiHistory] = OrderedDict()
+        self.learned: set[tuple[str, int]] = set()       # broker endpoints seen in Metadata
+        self.stats = stats                                # engine's RunSummary (duck-typed)
+        self.now = 0.0
+        self.annotate_ctx = decoding.new_annotate_context(options.show_secrets)
+
+    def history(self, key: Any) -> ApiHistory:
+        h = self.histories.get(key)
+        if h is None:
+            h = self.histories[key] = ApiHistory()
+            if len(self.histories) > 10_000:
+                self.histories.popitem(last=False)
+        return h
+
+
+class Pending:
+    """A request waiting for its response (or an orphan waiting for inference)."""
+
+    __slots__ = ("key", "msg", "corr", "done", "overtaken", "conv", "kind")
+
+    def __init__(self, key: tuple, msg: KafkaMessage, conv: Conversation, kind: str) -> None:
+        self.key = key
+        self.msg = msg
+        self.corr = msg.correlation_id
+        self.done = False
+        self.overtaken = 0
+        self.conv = conv
+        self.kind = kind            # "kafka", "sasl", "0.7", "orphan"
+
+
+class Conversation:
+    """See the module docstring."""
+
+    def __init__(self, conn: Any, ctx: Context) -> None:
+        self.conn = conn
+        self.ctx = ctx
+        opts = ctx.options
+        self.state = UNDECIDED
+        self.client_dir: int | None = None
+        self.client_by = ""
+        a_port, b_port = conn.a[1], conn.b[1]
+        self.kafka_port = (a_port in opts.ports or b_port in opts.ports
+                           or tuple(conn.a) in ctx.learned or tuple(conn.b) in ctx.learned)
+        if conn.a_is_client is not None:
+            self.client_dir = 0 if conn.a_is_client else 1
+            self.client_by = "syn"
+        elif self.kafka_port:
+            a_k = a_port in opts.ports or tuple(conn.a) in ctx.learned
+            b_k = b_port in opts.ports or tuple(conn.b) in ctx.learned
+            if a_k != b_k:
+                self.client_dir = 1 if a_k else 0
+                self.client_by = "port"
+        self.framers = (Framer(self._check0, opts.max_frame, opts.window),
+                        Framer(self._check1, opts.max_frame, opts.window))
+        self.pending: dict[int, Pending] = {}
+        self.fifo: deque[Pending] = deque()          # SASL tokens / 0.7 requests, in order
+        self.orphans: deque[Pending] = deque()
+        self.recent: OrderedDict[int, tuple[int | None, int | None]] = OrderedDict()
+        self.history = ApiHistory()
+        self.sasl_raw = False
+        self.sasl_wait: dict[int, str | None] = {}   # v0 handshake corr -> mechanism
+        self.requests_since_orphan = 0
+        self.corr_lo: int | None = None
+        self.corr_hi: int | None = None
+        self.broker_ranges: dict[int, tuple[int, int]] | None = None
+        self.client_key: Any = None
+        self.unordered_partial = False
+        self.summary = ConnectionSummary(stream=conn.index, first_ts=conn.first_ts or 0.0)
+        ctx.reorder.register(self, self._force)
+
+    # ------------------------------------------------------------------ events
+    def data(self, d: int, offset: int, data: bytes | memoryview, frame: int, ts: float) -> None:
+        state = self.state
+        if state == TLS or state == OTHER:
+            return
+        frames = self.framers[d].data(offset, data, frame, ts)
+        if state == UNDECIDED:
+            self._decide(False)
+        elif frames:
+            self._frames(d, frames)
+        self._refresh()
+
+    def gap(self, d: int, offset: int, length: int, frame: int, ts: float, reason: str) -> None:
+        if self.state == TLS or self.state == OTHER:
+            return
+        fr = self.framers[d]
+        frames = fr.gap(offset, length, frame, ts)
+        self.ctx.stats.gaps += 1
+        self.ctx.stats.gap_bytes += length
+        self.summary.gaps += 1
+        self.summary.gap_bytes += length
+        if self.state == UNDECIDED:
+            self._decide(False)
+        elif frames:
+            self._frames(d, frames)
+        self._refresh()
+
+    def close(self, reason: str = "closed") -> None:
+        """The connection ended (or the capture did): flush everything."""
+        if self.state == UNDECIDED:
+            self._decide(True)
+        if self.state in (KAFKA, KAFKA07):
+            f0 = self.framers[0].finish()
+            f1 = self.framers[1].finish()
+            self._merged(f0, f1)
+            for d in (0, 1):
+                self._framer_problems(d)
+                rest = self.framers[d].take_skip()
+                if rest:
+                    self._problem(f"{rest} bytes at the end of the "
+                                  f"{'client' if d == self.client_dir else 'broker'} stream "
+                                  "belong to no complete message")
+            why = ("capture ended before a response" if reason == "capture-end"
+                   else "connection closed before a response")
+            for p in list(self.pending.values()):
+                self._unanswered(p, why)
+            while self.fifo:
+                self._unanswered(self.fifo.popleft(), why)
+            self._resolve_orphans(all_=True)
+        self._sync_counters()
+        self.ctx.reorder.forget(self)
+
+    def expire(self, now: float) -> None:
+        """Give up on waiting items whose deadline (capture time) passed before ``now``."""
+        opts = self.ctx.options
+        limit = now - opts.timeout
+        why = f"no response within {opts.timeout:g} s of capture time"
+        changed = False
+        while self.pending:
+            p = next(iter(self.pending.values()))
+            if p.msg.ts_last >= limit:
+                break
+            self._unanswered(p, why)
+            changed = True
+        while self.fifo and self.fifo[0].msg.ts_last < limit:
+            self._unanswered(self.fifo.popleft(), why)
+            changed = True
+        if self.orphans and self.orphans[0].msg.ts_last < now - opts.orphan_delay:
+            cut = now - opts.orphan_delay
+            while self.orphans and self.orphans[0].msg.ts_last < cut:
+                self._resolve(self.orphans.popleft())
+            changed = True
+        if changed:
+            self._refresh()
+
+    def waiting(self) -> bool:
+        """True while something waits for a response or for inference."""
+        return bool(self.pending or self.fifo or self.orphans)
+
+    # ------------------------------------------------------------- decisions
+    def _decide(self, final: bool) -> None:
+        opts = self.ctx.options
+        if not self.kafka_port and not opts.auto_detect:
+            self._set_other("not a Kafka port (auto-detection off)")
+            return
+        f0, f1 = self.framers
+        verdict = detect.classify(
+            (f0.buffered(), f1.buffered()),
+            (self._seg_starts(0), self._seg_starts(1)),
+            self.client_dir, self.kafka_port, final, opts.detect_budget, opts.max_frame,
+            self.client_by or "content")
+        if verdict is None:
+            return
+        s = self.summary
+        s.detected_by = verdict.reason
+        if verdict.kind == TLS:
+            self.state = TLS
+            s.protocol = TLS
+            self.client_dir = verdict.client_dir
+            self._set_ends()
+            for f in self.framers:
+                f.discard()
+            if self.kafka_port:
+                frame = self.conn_first_frame()
+                self._problem(f"frame {frame}: TLS-encrypted, not decodable "
+                              f"(connection {self.conn.index})", run=True)
+                self.ctx.stats.tls_connections += 1
+            return
+        if verdict.kind == OTHER:
+            self._set_other(verdict.reason)
+            return
+        self.state = verdict.kind
+        s.protocol = verdict.kind
+        if self.client_dir is None:
+            self.client_dir = verdict.client_dir if verdict.client_dir is not None else 0
+            self.client_by = "content" if verdict.client_dir is not None else "guess"
+        s.client_side_by = self.client_by
+        self._set_ends()
+        self.ctx.stats.kafka_connections += 1
+        if not self.kafka_port:
+            # later connections to this broker need no content proof
+            broker = self.conn.b if self.client_dir == 0 else self.conn.a
+            self.ctx.learned.add(tuple(broker))
+        synced = self.conn.a_is_client is not None
+        out = []
+        for d in (0, 1):
+            fr = self.framers[d]
+            clean = synced and fr.gaps == 0 and fr.first_offset in (None, 0)
+            out.append(fr.start(clean))
+        self._merged(out[0], out[1])
+
+    def conn_first_frame(self) -> int:
+        for f in self.framers:
+            n = f.first_frame_number()
+            if n:
+                return n
+        return 0
+
+    def _set_other(self, reason: str) -> None:
+        self.state = OTHER
+        self.summary.protocol = OTHER
+        self.summary.detected_by = reason
+        for f in self.framers:
+            f.discard()
+        if self.kafka_port:
+            self._problem(f"connection {self.conn.index} on a Kafka port carries no "
+                          f"recognisable Kafka traffic ({reason})", run=True)
+
+    def _set_ends(self) -> None:
+        conn = self.conn
+        d = self.client_dir
+        s = self.summary
+        if d == 1:
+            s.client, s.broker = tuple(conn.b), tuple(conn.a)
+        else:
+            s.client, s.broker = tuple(conn.a), tuple(conn.b)
+        s.client_side_by = self.client_by
+
+    def _seg_starts(self, d: int) -> list[int]:
+        fr = self.framers[d]
+        base = fr.base + fr.pos
+        return [s[0] - base for s in fr.segs if s[0] >= base]
+
+    # -------------------------------------------------------------- checkers
+    def _check0(self, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
+        return self._check(0, buf, pos, end)
+
+    def _check1(self, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
+        return self._check(1, buf, pos, end)
+
+    def _check(self, d: int, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
+        """Hunting verdict for a frame start at ``pos`` in direction ``d``."""
+        max_frame = self.ctx.options.max_frame
+        if self.state == KAFKA07:
+            if d == self.client_dir:
+                if end - pos < 6:
+                    return SHORT, 0
+                size = _I32.unpack_from(buf, pos)[0]
+                if size < 8 or size > max_frame:
+                    return NO, 0
+                if pos + 4 + size > end:
+                    return (SHORT, 0) if buf[pos + 4] == 0 and buf[pos + 5] <= 4 else (NO, 0)
+                got = legacy07.plausible_request_at(buf, pos, end, max_frame)
+                return (STRONG, got) if got is not None else (NO, 0)
+            got = legacy07.plausible_response_at(buf, pos, end, max_frame)
+            return (WEAK, got) if got is not None else ((SHORT, 0) if end - pos < 6 else (NO, 0))
+        if d == self.client_dir:
+            h = plausible.request_header_at(buf, pos, end, max_frame)
+            if h is None:
+                if end - pos < plausible.request_prefix_needed(buf, pos, end):
+                    return SHORT, 0
+                return NO, 0
+            size = h[0]
+            if pos + 4 + size <= end and \
+                    decoding.decodes_exactly(decoding.decode_request(bytes(buf[pos + 4:pos + 4 + size]))):
+                return STRONG, size
+            return WEAK, size
+        h2 = plausible.response_size_at(buf, pos, end, max_frame)
+        if h2 is None:
+            return (SHORT, 0) if end - pos < 8 else (NO, 0)
+        size, corr = h2
+        if corr in self.pending:
+            return STRONG, size
+        lo, hi = self.corr_lo, self.corr_hi
+        if lo is not None and hi is not None and not (lo - 100_000 <= corr <= hi + 100_000):
+            return NO, 0
+        return WEAK, size
+
+    # ------------------------------------------------------------ dispatching
+    def _merged(self, a: list[Frame], b: list[Frame]) -> None:
+        """Process frames of both directions in capture order of their last byte."""
+        if not a and not b:
+            self._framer_problems(0)
+            self._framer_problems(1)
+            return
+        items = [(f.frame_last, 0, i, f) for i, f in enumerate(a)] + \
+                [(f.frame_last, 1, i, f) for i, f in enumerate(b)]
+        items.sort(key=lambda t: (t[0], t[1] != self.client_dir, t[2]))
+        for _, d, _, f in items:
+            self._frames(d, [f])
+
+    def _frames(self, d: int, frames: list[Frame]) -> None:
+        client = d == self.client_dir
+        s = self.summary
+        legacy = self.state == KAFKA07
+        for f in frames:
+            n = len(f.raw) + 4
+            if client:
+                s.bytes_from_client += n
+            else:
+                s.bytes_from_broker += n
+            if legacy:
+                self._legacy(client, f, d)
+            elif client:
+                self._request(f, d)
+            else:
+                self._response(f, d)
+        self._framer_problems(d)
+
+    def _framer_problems(self, d: int) -> None:
+        fr = self.framers[d]
+        if fr.problems:
+            for p in fr.problems:
+                self._problem(p)
+            fr.problems.clear()
+
+    # ---------------------------------------------------------------- helpers
+    def _key(self, f: Frame, d: int) -> tuple:
+        return (f.frame_first, self.conn.index, d, f.offset)
+
+    @staticmethod
+    def _place(msg: KafkaMessage, f: Frame) -> None:
+        msg.frame_first = f.frame_first
+        msg.frame_last = f.frame_last
+        msg.ts_first = f.ts_first
+        msg.ts_last = f.ts_last
+        msg.stream_offset = f.offset
+        if f.missing:
+            msg.missing = f.missing
+            msg.problems.append(f"{f.missing} bytes of this message are missing from the "
+                                "capture; only its start was decoded")
+        if f.skipped_before:
+            msg.problems.append(f"resynchronised: {f.skipped_before} bytes before this "
+                                "message were skipped")
+
+    def _exchange(self, status: str, req: KafkaMessage | None, resp: KafkaMessage | None,
+                  protocol: str = "kafka", problems: list[str] | None = None) -> Exchange:
+        s = self.summary
+        client = s.client or tuple(self.conn.a)
+        broker = s.broker or tuple(self.conn.b)
+        return Exchange(index=0, stream=self.conn.index, client=client, broker=broker,
+                        status=status, request=req, response=resp, protocol=protocol,
+                        problems=problems or [])
+
+    def _emit(self, key: tuple, ex: Exchange) -> None:
+        st = self.summary.statuses
+        st[ex.status] = st.get(ex.status, 0) + 1
+        self.ctx.reorder.add(key, ex)
+
+    def _problem(self, text: str, run: bool = True) -> None:
+        self.summary.add_problem(text)
+        if run:
+            self.ctx.stats.add_problem(text)
+
+    def _remember(self, corr: int | None, key: int | None, ver: int | None) -> None:
+        if corr is None:
+            return
+        r = self.recent
+        r[corr] = (key, ver)
+        r.move_to_end(corr)
+        if len(r) > self.ctx.options.recent_limit:
+            r.popitem(last=False)
+
+    # ------------------------------------------------------------- requests
+    def _request(self, f: Frame, d: int) -> None:
+        raw = f.raw
+        if self.sasl_raw or self.fifo:
+            if plausible.request_fields(raw) is None:
+                self._sasl_token(f, d, client=True)
+                return
+            self.sasl_raw = False
+        opts = self.ctx.options
+        msg = decoding.header_request(raw) if f.missing else decoding.decode_request(raw, opts.bodies)
+        self._place(msg, f)
+        key = self._key(f, d)
+        s = self.summary
+        api_key, ver, corr = msg.api_key, msg.api_version, msg.correlation_id
+        if api_key is None or corr is None:
+            self._emit(key, self._exchange(UNANSWERED, msg, None, problems=[
+                "too short to be a request; cannot be paired"]))
+            return
+        s.note_request(api_key, ver)
+        s.note_client_id(msg.client_id)
+        if ver is not None:
+            self.history.note(api_key, ver)
+            if self.client_key is None:
+                self.client_key = msg.client_id if msg.client_id else self.summary.client
+            self.ctx.history(self.client_key).note(api_key, ver)
+        if self.corr_lo is None or corr < self.corr_lo:
+            self.corr_lo = corr
+        if self.corr_hi is None or corr > self.corr_hi:
+            self.corr_hi = corr
+        if msg.body is not None:
+            self.ctx.topic_ids.annotate(api_key, msg.body)
+            decoding.annotate(msg, None, self.ctx.annotate_ctx, self.conn.index)
+        if api_key == PRODUCE and self._acks(msg) == 0:
+            self._remember(corr, api_key, ver)
+            self._emit(key, self._exchange(NO_RESPONSE_EXPECTED, msg, None))
+            self._count_request()
+            return
+        if api_key == SASL_HANDSHAKE and ver == 0:
+            mech = msg.body.get("Mechanism") if msg.body else None
+            self.sasl_wait[corr] = mech
+            s.sasl_mechanism = mech
+        old = self.pending.pop(corr, None)
+        if old is not None:
+            self._unanswered(old, f"correlation id {corr} was reused by a later request "
+                                  f"(frame {f.frame_first}) before a response")
+        p = Pending(key, msg, self, "kafka")
+        self.pending[corr] = p
+        self._count_request()
+
+    def _count_request(self) -> None:
+        if self.orphans:
+            self.requests_since_orphan += 1
+            if self.requests_since_orphan >= self.ctx.options.orphan_requests:
+                self._resolve_orphans(all_=True)
+
+    @staticmethod
+    def _acks(msg: KafkaMessage) -> int | None:
+        if msg.body is not None:
+            acks = msg.body.get("Acks")
+            if isinstance(acks, int):
+                return acks
+        if msg.api_version is None:
+            return None
+        start = msg.body_offset or plausible.request_body_start(msg.raw, PRODUCE, msg.api_version)
+        if start is None:
+            return None
+        return plausible.produce_acks(msg.raw, msg.api_version, start)
+
+    # ------------------------------------------------------------ responses
+    def _response(self, f: Frame, d: int) -> None:
+        raw = f.raw
+        corr = _I32.unpack_from(raw, 0)[0] if len(raw) >= 4 else None
+        if self.fifo and (corr is None or corr not in self.pending):
+            self._sasl_token(f, d, client=False)
+            return
+        key = self._key(f, d)
+        if corr is None:
+            msg = decoding.header_response(raw, None, None)
+            self._place(msg, f)
+            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, problems=[
+                "too short to be a response; cannot be paired"]))
+            return
+        p = self.pending.pop(corr, None)
+        if p is not None:
+            req = p.msg
+            p.done = True
+            msg = self._decode_response(raw, req.api_key, req.api_version, f)
+            self._place(msg, f)
+            self._after_response(msg, req)
+            self._emit(p.key, self._exchange(PAIRED, req, msg))
+            self._overtake(p.key)
+            return
+        if self.sasl_raw:
+            self._sasl_token(f, d, client=False)
+            return
+        known = self.recent.pop(corr, None)
+        if known is not None and known[0] is not None and known[1] is not None:
+            msg = self._decode_response(raw, known[0], known[1], f)
+            self._place(msg, f)
+            self._after_response(msg, None)
+            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, problems=[
+                f"late response: its request (correlation id {corr}) was already reported "
+                "without a response"]))
+            return
+        # orphan: decode later, when the connection's traffic can narrow the API
+        msg = KafkaMessage(kind=RESPONSE, raw=raw, correlation_id=corr)
+        self._place(msg, f)
+        o = Pending(key, msg, self, "orphan")
+        self.orphans.append(o)
+        if len(self.orphans) > 64:
+            self._resolve_orphans(all_=False, upto=self.orphans[0])
+
+    def _decode_response(self, raw: bytes, api_key: int | None, ver: int | None,
+                         f: Frame) -> KafkaMessage:
+        if f.missing or api_key is None or ver is None:
+            return decoding.header_response(raw, api_key, ver)
+        return decoding.decode_response(raw, api_key, ver, self.ctx.options.bodies)
+
+    def _after_response(self, msg: KafkaMessage, req: KafkaMessage | None) -> None:
+        """Learn from a decoded response (versions, topic ids, brokers, SASL state)."""
+        body = msg.body
+        api_key = msg.api_key
+        s = self.summary
+        if body is None:
+            return
+        s.note_errors(body)
+        ctx = self.ctx
+        if api_key == API_VERSIONS:
+            keys = body.get("ApiKeys")
+            if isinstance(keys, list) and keys:
+                ranges = {}
+                for item in keys:
+                    if isinstance(item, dict):
+                        k, lo, hi = item.get("ApiKey"), item.get("MinVersion"), item.get("MaxVersion")
+                        if isinstance(k, int) and isinstance(lo, int) and isinstance(hi, int):
+                            ranges[k] = (lo, hi)
+                if ranges:
+                    s.api_versions = ranges
+                    s.api_versions_frame = msg.frame_last
+                    self.broker_ranges = ranges
+        elif api_key == METADATA:
+            brokers = body.get("Brokers")
+            if isinstance(brokers, list):
+                for b in brokers:
+                    if isinstance(b, dict):
+                        host, port = b.get("Host"), b.get("Port")
+                        if isinstance(host, str) and isinstance(port, int) and _is_ip(host):
+                            ctx.learned.add((host, port))
+        elif api_key == SASL_HANDSHAKE and msg.correlation_id in self.sasl_wait:
+            mech = self.sasl_wait.pop(msg.correlation_id)
+            if body.get("ErrorCode") == 0:
+                self.sasl_raw = True
+                s.sasl_mechanism = mech
+        ctx.topic_ids.learn(api_key, body)
+        ctx.topic_ids.annotate(api_key, body)
+        decoding.annotate(msg, req, ctx.annotate_ctx, self.conn.index)
+
+    def _overtake(self, key: tuple) -> None:
+        """Requests older than an answered one are unlikely to be answered any more."""
+        limit = self.ctx.options.overtake_limit
+        for q in list(self.pending.values()):
+            if q.key >= key:
+                break
+            q.overtaken += 1
+            if q.overtaken >= limit:
+                self._unanswered(q, f"no response: {q.overtaken} later requests on this "
+                                    "connection were answered first")
+
+    def _unanswered(self, p: Pending, why: str) -> None:
+        if p.done:
+            return
+        p.done = True
+        if p.kind == "kafka":
+            if self.pending.get(p.corr) is p:
+                del self.pending[p.corr]
+            self._remember(p.corr, p.msg.api_key, p.msg.api_version)
+        elif p.kind == "orphan":
+            return
+        proto = PROTO_SASL if p.kind == "sasl" else (legacy07.PROTOCOL if p.kind == "0.7" else "kafka")
+        self._emit(p.key, self._exchange(UNANSWERED, p.msg, None, protocol=proto, problems=[why]))
+
+    # --------------------------------------------------------------- orphans
+    def _resolve_orphans(self, all_: bool, upto: Pending | None = None) -> None:
+        while self.orphans:
+            o = self.orphans.popleft()
+            self._resolve(o)
+            if not all_ and o is upto:
+                break
+        if not self.orphans:
+            self.requests_since_orphan = 0
+
+    def _resolve(self, o: Pending) -> None:
+        if o.done:
+            return
+        o.done = True
+        stub = o.msg
+        tiers = [("connection", self.history.candidates())]
+        if self.client_key is not None:
+            tiers.append(("client", self.ctx.history(self.client_key).candidates()))
+        if self.broker_ranges is not None:
+            tiers.append(("apiversions", all_pairs(self.broker_ranges)))
+        else:
+            tiers.append(("bytes", all_pairs(None)))
+        msg = None
+        if self.ctx.options.bodies and not getattr(stub, "missing", 0):
+            msg = infer_response(stub.raw, tiers)
+        problems: list[str] = []
+        if msg is None:
+            msg = decoding.header_response(stub.raw, None, None)
+            problems.append("orphan response: no request seen and no API candidate decodes it "
+                            "exactly; left undecoded")
+        for attr in ("frame_first", "frame_last", "ts_first", "ts_last", "stream_offset"):
+            setattr(msg, attr, getattr(stub, attr))
+        msg.problems.extend(stub.problems)
+        if getattr(stub, "missing", 0):
+            msg.missing = stub.missing
+        self._after_response(msg, None)
+        self._emit(o.key, self._exchange(ORPHAN_RESPONSE, None, msg, problems=problems))
+
+    # ------------------------------------------------------------------ SASL
+    def _sasl_token(self, f: Frame, d: int, client: bool) -> None:
+        mech = self.summary.sasl_mechanism
+        kind = REQUEST if client else RESPONSE
+        body, raw = decoding.decode_sasl_token(f.raw, mech, client, self.ctx.options.show_secrets)
+        msg = KafkaMessage(kind=kind, raw=raw, header={"SaslMechanism": mech}, body=body,
+                           body_end=len(raw))
+        for p in body.get("problems") or ():
+            msg.problems.append(f"SASL token: {p}")
+        self._place(msg, f)
+        key = self._key(f, d)
+        if client:
+            self.fifo.append(Pending(key, msg, self, "sasl"))
+            return
+        if self.fifo:
+            p = self.fifo.popleft()
+            p.done = True
+            self._emit(p.key, self._exchange(PAIRED, p.msg, msg, protocol=PROTO_SASL))
+        else:
+            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, protocol=PROTO_SASL))
+
+    # ------------------------------------------------------------------- 0.7
+    def _legacy(self, client: bool, f: Frame, d: int) -> None:
+        key = self._key(f, d)
+        if client:
+            msg = legacy07.decode_request(f.raw)
+            self._place(msg, f)
+            self.summary.note_request(msg.api_key, None)
+            if legacy07.expects_response(msg.api_key):
+                self.fifo.append(Pending(key, msg, self, "0.7"))
+            else:
+                self._emit(key, self._exchange(NO_RESPONSE_EXPECTED, msg, None,
+                                               protocol=legacy07.PROTOCOL))
+            return
+        if self.fifo:
+            p = self.fifo.popleft()
+            p.done = True
+            msg = legacy07.decode_response(f.raw, p.msg)
+            self._place(msg, f)
+            err = msg.header.get("ErrorCode")
+            if err:
+                self.summary.error_responses += 1
+                self.summary.errors[err] = self.summary.errors.get(err, 0) + 1
+            self._emit(p.key, self._exchange(PAIRED, p.msg, msg, protocol=legacy07.PROTOCOL))
+            return
+        msg = legacy07.infer_response(f.raw)
+        self._place(msg, f)
+        self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, protocol=legacy07.PROTOCOL))
+
+    # ------------------------------------------------------------- ordering
+    def open_key(self) -> tuple | None:
+        """Smallest order key this conversation may still emit an exchange with."""
+        best: tuple | None = None
+        if self.pending:
+            best = next(iter(self.pending.values())).key
+        if self.fifo:
+            k = self.fifo[0].key
+            if best is None or k < best:
+                best = k
+        if self.orphans:
+            k = self.orphans[0].key
+            if best is None or k < best:
+                best = k
+        if self.state in (UNDECIDED, KAFKA, KAFKA07) and not self.unordered_partial:
+            idx = self.conn.index
+            for d in (0, 1):
+                k2 = self.framers[d].open_key()
+                if k2 is not None:
+                    k = (k2[0], idx, d, k2[1])
+                    if best is None or k < best:
+                        best = k
+        return best
+
+    def _refresh(self) -> None:
+        if self.unordered_partial and self.framers[0].open_key() is None \
+                and self.framers[1].open_key() is None:
+            self.unordered_partial = False
+        self.ctx.reorder.set_open(self, self.open_key())
+
+    def _force(self) -> bool:
+        """Reorder buffer overflow: give up the oldest thing we are waiting for."""
+        cands = []
+        if self.pending:
+            cands.append(next(iter(self.pending.values())))
+        if self.fifo:
+            cands.append(self.fifo[0])
+        if self.orphans:
+            cands.append(self.orphans[0])
+        item = min(cands, key=lambda p: p.key) if cands else None
+        framer_key = None
+        if not self.unordered_partial:
+            for d in (0, 1):
+                k2 = self.framers[d].open_key()
+                if k2 is not None:
+                    k = (k2[0], self.conn.index, d, k2[1])
+                    framer_key = k if framer_key is None or k < framer_key else framer_key
+        if item is not None and (framer_key is None or item.key <= framer_key):
+            if item.kind == "orphan":
+                self._resolve_orphans(all_=False, upto=item)
+            else:
+                if item.kind in ("sasl", "0.7") and self.fifo and self.fifo[0] is item:
+                    self.fifo.popleft()
+                self._unanswered(item, "no response before the reorder buffer limit "
+                                       f"({self.ctx.reorder.limit} exchanges) was reached")
+            self.ctx.reorder.set_open(self, self.open_key())
+            return True
+        if framer_key is not None:
+            self.unordered_partial = True
+            self.ctx.reorder.set_open(self, self.open_key())
+            return True
+        return False
+
+    def _sync_counters(self) -> None:
+        s = self.summary
+        s.skipped_bytes = self.framers[0].skipped_bytes + self.framers[1].skipped_bytes
+        s.resyncs = self.framers[0].resyncs + self.framers[1].resyncs
+        s.last_ts = self.conn.last_ts or s.last_ts
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False

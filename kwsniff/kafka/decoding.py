@@ -1,0 +1,143 @@
+"""The conversation layer's single door to the message decoders.
+
+Contract:
+
+* :func:`decode_request` / :func:`decode_response` call the protocol decoder
+  (:mod:`kwsniff.kafka.protocol`) and never raise: an exception inside it becomes a
+  problem on the returned message, which still carries the header fields parsed here.
+  :func:`annotate` runs the embedded-data decoder (:mod:`kwsniff.kafka.embedded`).
+* :func:`header_request` / :func:`header_response` parse only the fixed header prefix
+  (used when bodies are not wanted and for frames cut by a capture gap).
+* :func:`decode_sasl_token` decodes a raw SASL token (SaslHandshake v0 flow) and masks
+  its secrets.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kwsniff.kafka import embedded as _embedded
+from kwsniff.kafka import protocol as _protocol
+from kwsniff.kafka import sasl as _sasl
+from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
+from kwsniff.kafka.plausible import CONTROLLED_SHUTDOWN
+
+_HHI = struct.Struct(">hhi")
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+
+
+def header_request(raw: bytes) -> KafkaMessage:
+    """Request with only the header prefix parsed (api key, version, correlation, client)."""
+    msg = KafkaMessage(kind=REQUEST, raw=raw)
+    if len(raw) < 8:
+        msg.problems.append(f"request too short for a header ({len(raw)} bytes)")
+        return msg
+    key, ver, corr = _HHI.unpack_from(raw, 0)
+    msg.api_key, msg.api_version, msg.correlation_id = key, ver, corr
+    msg.header = {"ApiKey": key, "ApiVersion": ver, "CorrelationId": corr}
+    if key == CONTROLLED_SHUTDOWN and ver == 0:
+        msg.header_version = 0
+        msg.body_offset = 8
+        return msg
+    if len(raw) >= 10:
+        n = _H.unpack_from(raw, 8)[0]
+        if n == -1:
+            msg.client_id = None
+            msg.body_offset = 10
+        elif 0 <= n <= len(raw) - 10:
+            msg.client_id = raw[10:10 + n].decode("utf-8", "replace")
+            msg.body_offset = 10 + n
+        msg.header["ClientId"] = msg.client_id
+    return msg
+
+
+def header_response(raw: bytes, api_key: int | None, api_version: int | None) -> KafkaMessage:
+    """Response with only the correlation id parsed."""
+    msg = KafkaMessage(kind=RESPONSE, raw=raw, api_key=api_key, api_version=api_version)
+    if len(raw) >= 4:
+        msg.correlation_id = _I.unpack_from(raw, 0)[0]
+        msg.header = {"CorrelationId": msg.correlation_id}
+        msg.body_offset = 4
+    else:
+        msg.problems.append(f"response too short for a header ({len(raw)} bytes)")
+    return msg
+
+
+def decode_request(raw: bytes, bodies: bool = True) -> KafkaMessage:
+    """Decode a request frame (header + body); never raises."""
+    if not bodies:
+        return header_request(raw)
+    try:
+        return _protocol.decode_request(raw)
+    except Exception as err:  # noqa: BLE001 - a decoder bug must not stop the capture
+        msg = header_request(raw)
+        msg.problems.append(f"internal decoder error: {type(err).__name__}: {err}")
+        return msg
+
+
+def decode_response(raw: bytes, api_key: int, api_version: int, bodies: bool = True) -> KafkaMessage:
+    """Decode a response frame as ``(api_key, api_version)``; never raises."""
+    if not bodies:
+        return header_response(raw, api_key, api_version)
+    try:
+        return _protocol.decode_response(raw, api_key, api_version)
+    except Exception as err:  # noqa: BLE001
+        msg = header_response(raw, api_key, api_version)
+        msg.problems.append(f"internal decoder error: {type(err).__name__}: {err}")
+        return msg
+
+
+def decodes_exactly(msg: KafkaMessage | None) -> bool:
+    """True when every byte of the frame was consumed without a problem."""
+    return (msg is not None and msg.body is not None and not msg.problems
+            and msg.body_end == len(msg.raw))
+
+
+def try_response(raw: bytes, api_key: int, api_version: int) -> KafkaMessage | None:
+    """Decode for candidate testing (no annotation); None when the decoder fails."""
+    try:
+        return _protocol.decode_response(raw, api_key, api_version)
+    except Exception:  # noqa: BLE001 - a candidate that crashes the decoder does not fit
+        return None
+
+
+def new_annotate_context(show_secrets: bool = False) -> Any:
+    """The run-wide state of the embedded-data annotator."""
+    return _embedded.AnnotateContext(show_secrets=show_secrets)
+
+
+def annotate(msg: KafkaMessage, request: KafkaMessage | None = None, context: Any = None,
+             connection: Any = None) -> None:
+    """Decode embedded protocols of a decoded message in place; never raises."""
+    if msg.body is None:
+        return
+    try:
+        _embedded.annotate(msg, request=request, context=context, connection=connection)
+    except Exception as err:  # noqa: BLE001
+        msg.problems.append(f"internal error while decoding embedded data: "
+                            f"{type(err).__name__}: {err}")
+
+
+def decode_sasl_token(token: bytes, mechanism: str | None, from_client: bool,
+                      show_secrets: bool = False) -> tuple[dict[str, Any], bytes]:
+    """A raw SASL token (SaslHandshake v0 flow) -> ``(decoded, raw to keep)``.
+
+    ``raw to keep`` has its secret bytes masked unless ``show_secrets``; ``decoded`` is
+    ``{"schema": "SASL <mechanism>", "version": None, "data": {...}}``.
+    """
+    try:
+        out = _embedded.decode_raw_sasl_token(token, mechanism, from_client=from_client,
+                                              show_secrets=show_secrets)
+    except Exception as err:  # noqa: BLE001
+        return {"schema": f"SASL {mechanism or 'unknown'}", "version": None, "data": None,
+                "problems": [f"internal SASL decoder error: {type(err).__name__}: {err}"]}, token
+    data = out.get("data") if isinstance(out, dict) else None
+    spans = data.get("secret_spans") if isinstance(data, dict) else None
+    if spans and not show_secrets:
+        try:
+            token = _sasl.redact_token(token, spans)
+        except Exception:  # noqa: BLE001 - fall back to hiding the whole token
+            token = b"*" * len(token)
+    return out, token

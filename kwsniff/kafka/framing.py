@@ -1,0 +1,560 @@
+"""Size-delimited frames out of one direction of a reassembled TCP stream.
+
+Contract:
+
+* A :class:`Framer` is fed the ``StreamData`` chunks and ``StreamGap`` holes of one TCP
+  direction, in stream order, and returns complete :class:`Frame` objects (int32 size
+  prefix + that many bytes).  It never raises on bad bytes.
+* States: ``BUFFERING`` (role/protocol not decided yet: bytes are kept, nothing is cut),
+  ``SYNCED`` (the next byte is a frame start) and ``HUNTING`` (looking for the next
+  plausible frame start after a gap, an implausible size or a capture that started
+  mid-message).  While hunting, a *checker* supplied by the conversation judges each
+  candidate start (:data:`NO`, :data:`WEAK`, :data:`STRONG`, :data:`SHORT`); a WEAK start is
+  accepted once it chains into :data:`CHAIN_CONFIRM` plausible frames, a STRONG frame, the
+  exact end of a TCP segment that began at the candidate, or the end of the stream.
+  After accepting a start, complete frames that end exactly on it are recovered from the
+  skipped region (so orphan responses right after a gap are not lost).
+* Bytes that belong to no frame are reported in :attr:`Frame.skipped_before` of the next
+  frame and in :attr:`Framer.skipped_bytes`; holes in the capture are counted separately
+  in :attr:`Framer.gap_bytes`.
+* A gap inside a frame whose size is known does not lose sync: the frame is emitted with
+  the bytes before the hole and :attr:`Frame.missing` set, and framing continues after it.
+* Memory: a frame is buffered until complete (at most ``max_frame`` bytes); hunting keeps
+  at most ``window`` bytes (older bytes are dropped and counted as skipped).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Callable
+
+_I32 = struct.Struct(">i")
+
+# checker verdicts
+NO = 0
+WEAK = 1
+STRONG = 2
+SHORT = 3          # not enough bytes yet to judge
+
+BUFFERING = 0
+SYNCED = 1
+HUNTING = 2
+FILLING = 3        # discarding the rest of a frame damaged by a gap
+
+#: plausible frames in a row that confirm a WEAK start
+CHAIN_CONFIRM = 3
+#: how far back from an accepted start the framer looks for complete skipped frames
+BACKFILL_LIMIT = 1 << 20
+
+Checker = Callable[[bytearray, int, int], "tuple[int, int]"]
+
+
+class Frame:
+    """One size-delimited frame; ``raw`` excludes the 4-byte size prefix."""
+
+    __slots__ = ("raw", "offset", "frame_first", "frame_last", "ts_first", "ts_last",
+                 "missing", "skipped_before")
+
+    def __init__(self, raw: bytes, offset: int, frame_first: int, frame_last: int,
+                 ts_first: float, ts_last: float, missing: int = 0, skipped_before: int = 0) -> None:
+        self.raw = raw
+        self.offset = offset                # stream offset of the size prefix
+        self.frame_first = frame_first
+        self.frame_last = frame_last
+        self.ts_first = ts_first
+        self.ts_last = ts_last
+        self.missing = missing              # bytes of the frame lost in a capture gap
+        self.skipped_before = skipped_before  # unframed bytes dropped just before this frame
+
+    def __repr__(self) -> str:
+        return (f"Frame(len={len(self.raw)}, offset={self.offset}, frames={self.frame_first}-"
+                f"{self.frame_last}, missing={self.missing}, skipped_before={self.skipped_before})")
+
+
+class Framer:
+    """Cuts one TCP direction into frames; see the module docstring for the contract."""
+
+    __slots__ = ("buf", "pos", "base", "segs", "state", "check", "max_frame", "window",
+                 "scan", "skipped_bytes", "gap_bytes", "gaps", "_pending_skip", "problems",
+                 "_fill_end", "_fill_frame", "last_offset", "frames_cut", "resyncs",
+                 "first_offset")
+
+    def __init__(self, check: Checker, max_frame: int = 100 << 20, window: int = 4 << 20) -> None:
+        self.buf = bytearray()
+        self.pos = 0                # index in buf of the first unconsumed byte
+        self.base = 0               # stream offset of buf[0]
+        self.segs: deque[list] = deque()   # [start_offset, end_offset, frame, ts]
+        self.state = BUFFERING
+        self.check = check
+        self.max_frame = max_frame
+        self.window = window
+        self.scan = 0               # hunting: buffer index to resume scanning at
+        self.skipped_bytes = 0
+        self.gap_bytes = 0
+        self.gaps = 0
+        self.resyncs = 0
+        self._pending_skip = 0
+        self.problems: list[str] = []   # drained by the owner
+        self._fill_end = 0
+        self._fill_frame: Frame | None = None
+        self.last_offset: int | None = None   # stream offset expected next (None: nothing yet)
+        self.frames_cut = 0
+        self.first_offset: int | None = None  # stream offset of the first byte or hole seen
+
+    # ------------------------------------------------------------------ input
+    def data(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
+        """Add stream bytes; return the frames completed by them."""
+        n = len(data)
+        if n == 0:
+            return []
+        if self.last_offset is None:
+            self.base = offset
+            self.first_offset = offset
+        elif offset != self.last_offset:
+            if offset > self.last_offset:
+                out = self.gap(self.last_offset, offset - self.last_offset, frame, ts)
+            else:                                  # overlap: keep only the new part
+                cut = self.last_offset - offset
+                if cut >= n:
+                    return []
+                data = data[cut:]
+                offset += cut
+                n -= cut
+                out = []
+            out.extend(self.data(offset, data, frame, ts))
+            return out
+        self.last_offset = offset + n
+        state = self.state
+        if state == SYNCED and self.pos == len(self.buf):
+            return self._fast(offset, data, frame, ts)
+        if state == FILLING:
+            return self._fill(offset, data, frame, ts)
+        self.buf += data
+        self.segs.append([offset, offset + n, frame, ts])
+        if state == SYNCED:
+            return self._cut()
+        if state == HUNTING:
+            return self._hunt(False)
+        return []
+
+    def gap(self, offset: int, length: int, frame: int, ts: float) -> list[Frame]:
+        """``length`` bytes at ``offset`` will never arrive."""
+        out: list[Frame] = []
+        if length <= 0:
+            return out
+        self.gaps += 1
+        self.gap_bytes += length
+        resume = offset + length
+        if self.last_offset is None:
+            self.first_offset = offset
+            self.base = resume
+            self.last_offset = resume
+            if self.state == SYNCED:
+                self.state = HUNTING
+            return out
+        state = self.state
+        if state == BUFFERING:
+            # keep nothing from before the hole: the decision will be made on what follows
+            self._drop_all(count=True)
+        elif state == FILLING:
+            fill = self._fill_frame
+            assert fill is not None
+            if resume > self._fill_end:   # the hole runs past the damaged frame
+                self._fill_frame = None
+                fill.ts_last = ts
+                out.append(fill)
+                self._drop_all(count=False)
+                self.state = HUNTING
+        elif state == SYNCED:
+            avail = len(self.buf) - self.pos
+            if avail >= 4:
+                size = _I32.unpack_from(self.buf, self.pos)[0]
+                start = self.base + self.pos
+                end = start + 4 + size
+                head = bytes(self.buf[self.pos + 4:])
+                ff, tf = self._locate(start)
+                fr = Frame(head, start, ff, frame, tf, ts, missing=size - len(head),
+                           skipped_before=self._take_skip())
+                self.problems.append(
+                    f"frame {frame}: {length} bytes missing from the capture inside a "
+                    f"{size}-byte message at stream offset {start}")
+                self._drop_all(count=False)
+                if resume < end:
+                    self.state = FILLING
+                    self._fill_end = end
+                    self._fill_frame = fr
+                else:
+                    out.append(fr)
+                    self.state = HUNTING
+            else:
+                self._drop_all(count=True)
+                self.state = HUNTING
+        else:  # HUNTING: judge what we have as if the stream ended at the hole
+            out.extend(self._hunt(True))
+            self._drop_all(count=True)
+        self.base = resume
+        self.last_offset = resume
+        self.scan = 0
+        return out
+
+    def finish(self) -> list[Frame]:
+        """End of stream: flush what can be flushed, report the rest."""
+        out: list[Frame] = []
+        if self.state == HUNTING:
+            out.extend(self._hunt(True))
+        if self.state == FILLING and self._fill_frame is not None:
+            out.append(self._fill_frame)
+            self._fill_frame = None
+        elif self.state == SYNCED and len(self.buf) - self.pos >= 4:
+            size = _I32.unpack_from(self.buf, self.pos)[0]
+            start = self.base + self.pos
+            head = bytes(self.buf[self.pos + 4:])
+            ff, tf = self._locate(start)
+            fl, tl = self._locate(self.base + len(self.buf) - 1)
+            out.append(Frame(head, start, ff, fl, tf, tl, missing=size - len(head),
+                             skipped_before=self._take_skip()))
+            self.problems.append(
+                f"frame {fl}: capture ends inside a {size}-byte message "
+                f"({size - len(head)} bytes missing)")
+            self.pos = len(self.buf)
+        rest = len(self.buf) - self.pos
+        if rest:
+            self.skipped_bytes += rest
+            self._pending_skip += rest
+        self.buf = bytearray()
+        self.pos = 0
+        self.segs.clear()
+        return out
+
+    # --------------------------------------------------------------- control
+    def start(self, synced: bool) -> list[Frame]:
+        """Leave BUFFERING: cut frames from the start (synced) or hunt for a boundary."""
+        if self.state != BUFFERING:
+            return []
+        self.state = SYNCED if synced else HUNTING
+        self.scan = self.pos
+        if not self.buf:
+            return []
+        return self._cut() if synced else self._hunt(False)
+
+    def resync(self, reason: str) -> list[Frame]:
+        """The owner judged the last frame implausible: hunt from the current position."""
+        if self.state == SYNCED:
+            self.problems.append(reason)
+            self.state = HUNTING
+            self.scan = self.pos
+            return self._hunt(False)
+        return []
+
+    def buffered(self) -> memoryview:
+        """The bytes held while BUFFERING (for detection); valid until the next call."""
+        return memoryview(self.buf)[self.pos:]
+
+    def first_frame_number(self) -> int | None:
+        """Capture frame of the oldest byte still buffered (None when nothing is)."""
+        k = self.open_key()
+        return k[0] if k is not None else None
+
+    def open_key(self) -> tuple[int, int] | None:
+        """``(capture frame, stream offset)`` of the oldest byte that may still start a
+        frame (a partial frame, bytes being hunted or buffered), or None."""
+        if self._fill_frame is not None:
+            return (self._fill_frame.frame_first, self._fill_frame.offset)
+        if self.pos < len(self.buf) and self.segs:
+            off = self.base + self.pos
+            return (self._locate(off)[0], off)
+        return None
+
+    def discard(self) -> None:
+        """Forget everything buffered (connection ignored)."""
+        self.buf = bytearray()
+        self.pos = 0
+        self.segs.clear()
+
+    def take_skip(self) -> int:
+        """Skipped bytes not yet attributed to a frame (reported at finish)."""
+        return self._take_skip()
+
+    # --------------------------------------------------------------- internal
+    def _take_skip(self) -> int:
+        n = self._pending_skip
+        self._pending_skip = 0
+        return n
+
+    def _drop_all(self, count: bool) -> None:
+        rest = len(self.buf) - self.pos
+        if count and rest:
+            self.skipped_bytes += rest
+            self._pending_skip += rest
+        self.buf = bytearray()
+        self.pos = 0
+        self.segs.clear()
+
+    def _skip_to(self, index: int) -> None:
+        n = index - self.pos
+        if n > 0:
+            self.skipped_bytes += n
+            self._pending_skip += n
+        self.pos = index
+
+    def _locate(self, offset: int) -> tuple[int, float]:
+        """Capture frame and timestamp of the segment holding stream ``offset``."""
+        segs = self.segs
+        for seg in segs:
+            if seg[1] > offset:
+                return seg[2], seg[3]
+        if segs:
+            last = segs[-1]
+            return last[2], last[3]
+        return 0, 0.0
+
+    def _trim_segs(self) -> None:
+        consumed = self.base + self.pos
+        segs = self.segs
+        while segs and segs[0][1] <= consumed:
+            segs.popleft()
+
+    def _compact(self) -> None:
+        pos = self.pos
+        if pos == len(self.buf):
+            self.buf = bytearray()
+            self.base += pos
+            self.pos = 0
+            self.scan = 0
+        elif pos > 65536 and pos * 2 > len(self.buf):
+            del self.buf[:pos]
+            self.base += pos
+            self.scan = max(0, self.scan - pos)
+            self.pos = 0
+
+    def _fast(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
+        """SYNCED with an empty buffer: cut frames straight out of ``data``."""
+        out: list[Frame] = []
+        n = len(data)
+        pos = 0
+        max_frame = self.max_frame
+        unpack = _I32.unpack_from
+        while n - pos >= 4:
+            size = unpack(data, pos)[0]
+            if size < 0 or size > max_frame:
+                break
+            end = pos + 4 + size
+            if end > n:
+                break
+            out.append(Frame(bytes(data[pos + 4:end]), offset + pos, frame, frame, ts, ts,
+                             0, self._pending_skip))
+            self._pending_skip = 0
+            pos = end
+        self.frames_cut += len(out)
+        if pos < n:
+            self.buf = bytearray(data[pos:])
+            self.base = offset + pos
+            self.pos = 0
+            self.segs.append([offset, offset + n, frame, ts])
+            if n - pos >= 4:
+                size = unpack(self.buf, 0)[0]
+                if size < 0 or size > max_frame:
+                    self._lost_sync(size)
+                    out.extend(self._hunt(False))
+        else:
+            self.base = offset + n
+        return out
+
+    def _lost_sync(self, size: int) -> None:
+        frame, _ = self._locate(self.base + self.pos)
+        self.problems.append(
+            f"frame {frame}: implausible message size {size} at stream offset "
+            f"{self.base + self.pos}; resynchronising")
+        self.state = HUNTING
+        self.scan = self.pos
+
+    def _emit(self, start: int, size: int) -> Frame:
+        """Frame at buffer index ``start`` of ``size`` bytes (complete in buf)."""
+        buf = self.buf
+        soff = self.base + start
+        ff, tf = self._locate(soff)
+        fl, tl = self._locate(soff + 3 + size)
+        fr = Frame(bytes(buf[start + 4:start + 4 + size]), soff, ff, fl, tf, tl, 0, self._take_skip())
+        self.frames_cut += 1
+        return fr
+
+    def _cut(self) -> list[Frame]:
+        out: list[Frame] = []
+        buf = self.buf
+        n = len(buf)
+        max_frame = self.max_frame
+        while n - self.pos >= 4:
+            size = _I32.unpack_from(buf, self.pos)[0]
+            if size < 0 or size > max_frame:
+                self._lost_sync(size)
+                out.extend(self._hunt(False))
+                return out
+            if n - self.pos < 4 + size:
+                break
+            out.append(self._emit(self.pos, size))
+            self.pos += 4 + size
+            self._trim_segs()
+        self._compact()
+        return out
+
+    def _fill(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
+        """Discard the rest of a gap-damaged frame, then go back to SYNCED."""
+        end = offset + len(data)
+        fill_end = self._fill_end
+        if end <= fill_end:
+            self.base = end
+            return []
+        fr = self._fill_frame
+        assert fr is not None
+        fr.frame_last = frame
+        fr.ts_last = ts
+        self._fill_frame = None
+        self.state = SYNCED
+        self.buf = bytearray()
+        self.pos = 0
+        self.segs.clear()
+        self.base = fill_end
+        self.last_offset = fill_end
+        rest = data[fill_end - offset:]
+        out = [fr]
+        out.extend(self.data(fill_end, rest, frame, ts))
+        return out
+
+    # ---------------------------------------------------------------- hunting
+    def _seg_bounds(self) -> tuple[set[int], set[int]]:
+        base = self.base
+        starts = {s[0] - base for s in self.segs}
+        ends = {s[1] - base for s in self.segs}
+        return starts, ends
+
+    def _judge(self, p: int, end: int, final: bool,
+               bounds: tuple[set[int], set[int]]) -> int:
+        """Verdict on a frame start at buffer index ``p``: STRONG (accept), NO, SHORT."""
+        buf = self.buf
+        check = self.check
+        verdict, size = check(buf, p, end)
+        if verdict == STRONG:
+            return STRONG
+        if verdict == SHORT:
+            return NO if final else SHORT
+        if verdict != WEAK:
+            return NO
+        if size > self.window:
+            return NO
+        q = p + 4 + size
+        if p in bounds[0] and q in bounds[1]:
+            return STRONG
+        chain = 1
+        while True:
+            if q == end:
+                return STRONG if final else SHORT
+            if q > end:
+                return NO if final else SHORT
+            v2, size2 = check(buf, q, end)
+            if v2 == STRONG:
+                return STRONG
+            if v2 == SHORT:
+                return NO if final else SHORT
+            if v2 != WEAK or size2 > self.window:
+                return NO
+            chain += 1
+            if chain >= CHAIN_CONFIRM:
+                return STRONG
+            q += 4 + size2
+
+    def _hunt(self, final: bool) -> list[Frame]:
+        out: list[Frame] = []
+        buf = self.buf
+        end = len(buf)
+        p = max(self.scan, self.pos)
+        bounds = self._seg_bounds()
+        find = buf.find
+        while p < end:
+            if end - p < 4:
+                break
+            if buf[p] != 0:
+                p = find(b"\x00", p)
+                if p < 0:
+                    p = end
+                    break
+                continue
+            verdict = self._judge(p, end, final, bounds)
+            if verdict == STRONG:
+                out.extend(self._accept(p, bounds))
+                out.extend(self._cut())
+                return out
+            if verdict == SHORT:
+                self.scan = p
+                self._bound_window()
+                return out
+            p += 1
+        # nothing found in what we have
+        self.scan = max(self.pos, end - 3) if not final else end
+        if final:
+            self._skip_to(end)
+            self._trim_segs()
+            self._compact()
+        else:
+            self._bound_window()
+        return out
+
+    def _bound_window(self) -> None:
+        excess = (len(self.buf) - self.pos) - self.window
+        if excess > 0:
+            self._skip_to(self.pos + excess)
+            self.scan = max(self.scan, self.pos)
+            self._trim_segs()
+            self._compact()
+
+    def _accept(self, p: int, bounds: tuple[set[int], set[int]]) -> list[Frame]:
+        """Sync at buffer index ``p``; recover complete frames that end exactly at ``p``."""
+        self.state = SYNCED
+        self.resyncs += 1
+        out: list[Frame] = []
+        start = self.pos
+        if p > start:
+            chain = self._backfill(max(start, p - BACKFILL_LIMIT), p)
+            if chain:
+                self._skip_to(chain[0])
+                for q in chain:
+                    size = _I32.unpack_from(self.buf, q)[0]
+                    out.append(self._emit(q, size))
+                    self.pos = q + 4 + size
+            else:
+                self._skip_to(p)
+            skipped = out[0].skipped_before if out else self._pending_skip
+            if skipped:
+                fr_no, _ = self._locate(self.base + start)
+                self.problems.append(
+                    f"frame {fr_no}: resynchronised after skipping {skipped} bytes "
+                    f"at stream offset {self.base + start}")
+        self.pos = p
+        self.scan = p
+        self._trim_segs()
+        return out
+
+    def _backfill(self, lo: int, p: int) -> list[int]:
+        """Starts of the longest chain of plausible frames in [lo, p) ending exactly at p."""
+        buf = self.buf
+        check = self.check
+        find = buf.find
+        q = lo
+        while q < p - 3:
+            if buf[q] != 0:
+                q = find(b"\x00", q, p)
+                if q < 0:
+                    return []
+                continue
+            chain: list[int] = []
+            r = q
+            while r < p:
+                verdict, size = check(buf, r, p)
+                if verdict not in (WEAK, STRONG):
+                    break
+                chain.append(r)
+                r += 4 + size
+            if r == p and chain:
+                return chain
+            q += 1
+        return []

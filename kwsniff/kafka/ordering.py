@@ -1,0 +1,113 @@
+"""Capture-order release of exchanges (the reorder buffer).
+
+Contract:
+
+* Every exchange has an order key ``(frame, stream, direction, stream_offset)`` of the
+  first byte of its first message (request, or response for an orphan).  Keys are
+  unique and sort in capture order.
+* Owners (conversations) declare the smallest key they may still produce with
+  :meth:`Reorderer.set_open` (a waiting request, a partly received frame, undecided
+  bytes), or None.  :meth:`Reorderer.drain` releases ready exchanges whose key is below
+  every open key, assigning 1-based indexes in release order.
+* Bound: when more than ``limit`` exchanges are waiting, :meth:`drain` calls the
+  ``force`` callback of the owner holding the smallest open key (which gives up its
+  oldest waiting item, e.g. reports a request as unanswered) until the buffer fits;
+  an exchange that still arrives with a key below one already released is released at
+  once with the problem "released out of capture order".
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Callable
+
+from kwsniff.kafka.model import Exchange
+
+Key = tuple
+
+
+class Reorderer:
+    __slots__ = ("ready", "marks", "current", "versions", "limit", "next_index",
+                 "last_key", "_seq", "forcers", "out_of_order", "forced")
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.ready: list[tuple[Key, int, Exchange]] = []
+        self.marks: list[tuple[Key, Any, int]] = []
+        self.current: dict[Any, Key] = {}
+        self.versions: dict[Any, int] = {}
+        self.forcers: dict[Any, Callable[[], bool]] = {}
+        self.limit = limit
+        self.next_index = 1
+        self.last_key: Key | None = None
+        self._seq = 0
+        self.out_of_order = 0
+        self.forced = 0
+
+    def add(self, key: Key, exchange: Exchange) -> None:
+        self._seq += 1
+        heapq.heappush(self.ready, (key, self._seq, exchange))
+
+    def register(self, owner: Any, force: Callable[[], bool]) -> None:
+        self.forcers[owner] = force
+
+    def set_open(self, owner: Any, key: Key | None) -> None:
+        cur = self.current.get(owner)
+        if cur == key:
+            return
+        ver = self.versions.get(owner, 0) + 1
+        self.versions[owner] = ver
+        if key is None:
+            self.current.pop(owner, None)
+        else:
+            self.current[owner] = key
+            heapq.heappush(self.marks, (key, owner, ver))
+            if len(self.marks) > 4 * len(self.current) + 1024:
+                self._rebuild()
+
+    def forget(self, owner: Any) -> None:
+        self.set_open(owner, None)
+        self.versions.pop(owner, None)
+        self.forcers.pop(owner, None)
+
+    def _rebuild(self) -> None:
+        self.marks = [(k, o, self.versions[o]) for o, k in self.current.items()]
+        heapq.heapify(self.marks)
+
+    def _watermark(self) -> tuple[Key | None, Any]:
+        marks = self.marks
+        versions = self.versions
+        current = self.current
+        while marks:
+            key, owner, ver = marks[0]
+            if versions.get(owner) == ver and owner in current:
+                return key, owner
+            heapq.heappop(marks)
+        return None, None
+
+    def drain(self, final: bool = False) -> list[Exchange]:
+        out: list[Exchange] = []
+        ready = self.ready
+        while ready:
+            wm, owner = (None, None) if final else self._watermark()
+            if wm is not None and ready[0][0] >= wm:
+                if len(ready) <= self.limit:
+                    break
+                force = self.forcers.get(owner)
+                self.forced += 1
+                if force is None or not force() or self.current.get(owner) == wm:
+                    # the owner cannot give anything up: stop ordering on it
+                    self.set_open(owner, None)
+                continue
+            key, _, ex = heapq.heappop(ready)
+            if self.last_key is not None and key < self.last_key:
+                ex.problems.append("released out of capture order (reorder buffer limit)")
+                self.out_of_order += 1
+            else:
+                self.last_key = key
+            ex.index = self.next_index
+            self.next_index += 1
+            out.append(ex)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.ready)

@@ -1,0 +1,121 @@
+"""Topic id -> topic name resolution across a capture.
+
+Contract:
+
+* :meth:`TopicIds.learn` reads decoded responses that pair ids with names (Metadata v10+,
+  CreateTopics v7+, DescribeTopicPartitions) and remembers them for the whole run (topic
+  ids are UUIDs, unique across clusters).  The all-zero id means "no id" and is ignored.
+* :meth:`TopicIds.annotate` walks a decoded body of an API that names topics by id
+  (Fetch v13+, Produce v13+, ShareFetch, ...) and, for every struct whose ``TopicId`` is
+  known, adds ``"_topic_name": name`` next to it (the output layer shows it like a
+  field).  Structs that carry both a name and an id teach the table too.
+* Memory: at most ``limit`` ids are kept (oldest forgotten first).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+METADATA, CREATE_TOPICS, DESCRIBE_TOPIC_PARTITIONS = 3, 19, 75
+#: APIs whose bodies can name topics by id (requests or responses)
+ID_APIS = frozenset({0, 1, 3, 8, 9, 19, 20, 68, 69, 75, 76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91})
+NAME_KEYS = ("Name", "Topic", "TopicName")
+TOPIC_NAME = "_topic_name"
+
+
+def _zero(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, (bytes, bytearray)):
+        return not any(v)
+    s = str(v)
+    return s in ("AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000") or \
+        getattr(v, "int", 1) == 0
+
+
+def _key(v: Any) -> Any:
+    if isinstance(v, bytearray):
+        return bytes(v)
+    try:
+        hash(v)
+    except TypeError:
+        return str(v)
+    return v
+
+
+class TopicIds:
+    """The run-wide topic id table."""
+
+    __slots__ = ("names", "limit", "learned", "resolved")
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.names: OrderedDict[Any, str] = OrderedDict()
+        self.limit = limit
+        self.learned = 0
+        self.resolved = 0
+
+    def name_of(self, topic_id: Any) -> str | None:
+        return self.names.get(_key(topic_id))
+
+    def add(self, topic_id: Any, name: str) -> None:
+        if _zero(topic_id) or not isinstance(name, str) or not name:
+            return
+        k = _key(topic_id)
+        if self.names.get(k) != name:
+            self.names[k] = name
+            self.names.move_to_end(k)
+            self.learned += 1
+            if len(self.names) > self.limit:
+                self.names.popitem(last=False)
+
+    def learn(self, api_key: int | None, body: dict[str, Any] | None) -> None:
+        """Learn id/name pairs from a decoded response body."""
+        if body is None or api_key not in (METADATA, CREATE_TOPICS, DESCRIBE_TOPIC_PARTITIONS):
+            return
+        topics = body.get("Topics")
+        if not isinstance(topics, list):
+            return
+        for t in topics:
+            if isinstance(t, dict):
+                tid = t.get("TopicId")
+                name = t.get("Name")
+                if tid is not None and isinstance(name, str):
+                    self.add(tid, name)
+
+    def annotate(self, api_key: int | None, body: dict[str, Any] | None) -> None:
+        """Add ``_topic_name`` next to every known ``TopicId`` in ``body``."""
+        if body is None or api_key not in ID_APIS:
+            return
+        self._walk(body, 0)
+
+    def _walk(self, node: dict[str, Any], depth: int) -> None:
+        if depth > 6:
+            return
+        tid = node.get("TopicId")
+        if tid is not None and not _zero(tid):
+            name = None
+            for k in NAME_KEYS:
+                v = node.get(k)
+                if isinstance(v, str) and v:
+                    name = v
+                    break
+            if name is not None:
+                self.add(tid, name)
+            else:
+                known = self.names.get(_key(tid))
+                if known is not None:
+                    items = list(node.items())
+                    node.clear()
+                    for k, v in items:       # keep the name right after the id
+                        node[k] = v
+                        if k == "TopicId":
+                            node[TOPIC_NAME] = known
+                    self.resolved += 1
+        for v in node.values():
+            if isinstance(v, list) and v and isinstance(v[0], dict):
+                for item in v:
+                    if isinstance(item, dict):
+                        self._walk(item, depth + 1)
+            elif isinstance(v, dict):
+                self._walk(v, depth + 1)
