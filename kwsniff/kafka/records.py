@@ -119,6 +119,10 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
             raise _Malformed("varint longer than 10 bytes")
 
 
+#: zigzag decoding of every value a one- or two-byte varint can hold
+_ZIGZAG = tuple((v >> 1) ^ -(v & 1) for v in range(16384))
+
+
 # -- records ----------------------------------------------------------------------------
 
 class Record:
@@ -696,6 +700,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
     base_ts = b.base_timestamp or 0
     ts_fixed = b.max_timestamp if (b.attributes or 0) & 0x08 else None  # LogAppendTime
     uvarint = _uvarint
+    zz = _ZIGZAG
     i = 0
     while i < count and pos < end:
         rec_start = pos
@@ -703,12 +708,12 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
             v = buf[pos]
             if v < 0x80:
                 pos += 1
-            elif buf[pos + 1] < 0x80:
-                v = (v & 0x7F) | (buf[pos + 1] << 7)
+            elif (b2 := buf[pos + 1]) < 0x80:
+                v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
                 v, pos = uvarint(buf, pos)
-            length = (v >> 1) ^ -(v & 1)
+            length = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             rec_end = pos + length
             if rec_end > end:
                 return records, problems, rec_start, True
@@ -720,30 +725,30 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
             v = buf[pos]
             if v < 0x80:
                 pos += 1
-            elif buf[pos + 1] < 0x80:
-                v = (v & 0x7F) | (buf[pos + 1] << 7)
+            elif (b2 := buf[pos + 1]) < 0x80:
+                v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
                 v, pos = uvarint(buf, pos)
-            ts_delta = (v >> 1) ^ -(v & 1)
+            ts_delta = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             v = buf[pos]
             if v < 0x80:
                 pos += 1
-            elif buf[pos + 1] < 0x80:
-                v = (v & 0x7F) | (buf[pos + 1] << 7)
+            elif (b2 := buf[pos + 1]) < 0x80:
+                v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
                 v, pos = uvarint(buf, pos)
-            off_delta = (v >> 1) ^ -(v & 1)
+            off_delta = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             v = buf[pos]
             if v < 0x80:
                 pos += 1
-            elif buf[pos + 1] < 0x80:
-                v = (v & 0x7F) | (buf[pos + 1] << 7)
+            elif (b2 := buf[pos + 1]) < 0x80:
+                v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
                 v, pos = uvarint(buf, pos)
-            n = (v >> 1) ^ -(v & 1)
+            n = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             if n >= 0:
                 key = buf[pos:pos + n]
                 pos += n
@@ -752,12 +757,12 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
             v = buf[pos]
             if v < 0x80:
                 pos += 1
-            elif buf[pos + 1] < 0x80:
-                v = (v & 0x7F) | (buf[pos + 1] << 7)
+            elif (b2 := buf[pos + 1]) < 0x80:
+                v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
                 v, pos = uvarint(buf, pos)
-            n = (v >> 1) ^ -(v & 1)
+            n = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             if n >= 0:
                 value = buf[pos:pos + n]
                 pos += n
@@ -766,12 +771,12 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
             v = buf[pos]
             if v < 0x80:
                 pos += 1
-            elif buf[pos + 1] < 0x80:
-                v = (v & 0x7F) | (buf[pos + 1] << 7)
+            elif (b2 := buf[pos + 1]) < 0x80:
+                v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
                 v, pos = uvarint(buf, pos)
-            nh = (v >> 1) ^ -(v & 1)
+            nh = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             headers: list[tuple[str, bytes | None]] = []
             if nh:
                 if nh < 0:
@@ -782,12 +787,12 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                     v = buf[pos]
                     if v < 0x80:
                         pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        v = (v & 0x7F) | (buf[pos + 1] << 7)
+                    elif (b2 := buf[pos + 1]) < 0x80:
+                        v = (v & 0x7F) | (b2 << 7)
                         pos += 2
                     else:
                         v, pos = uvarint(buf, pos)
-                    n = (v >> 1) ^ -(v & 1)
+                    n = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
                     if n < 0:
                         raise _Malformed(f"header key length {n}")
                     hk = buf[pos:pos + n].decode("utf-8", "replace")
@@ -795,12 +800,12 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                     v = buf[pos]
                     if v < 0x80:
                         pos += 1
-                    elif buf[pos + 1] < 0x80:
-                        v = (v & 0x7F) | (buf[pos + 1] << 7)
+                    elif (b2 := buf[pos + 1]) < 0x80:
+                        v = (v & 0x7F) | (b2 << 7)
                         pos += 2
                     else:
                         v, pos = uvarint(buf, pos)
-                    n = (v >> 1) ^ -(v & 1)
+                    n = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
                     if n >= 0:
                         headers.append((hk, buf[pos:pos + n]))
                         pos += n
