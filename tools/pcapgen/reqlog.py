@@ -1,0 +1,167 @@
+"""Client-side logs of every Kafka request the clients sent.
+
+Each entry is ``{client_id, broker_port, local_port, api_key, api_name, api_version,
+correlation_id, size, ts, source}``, taken from the client libraries' own debug
+logging, never from the capture:
+
+* librdkafka (confluent-kafka) with ``debug=protocol`` writes ``Sent XxxRequest (vN,
+  SIZE bytes @ 0, CorrId N)`` lines to stderr (the scenario child process sends its
+  stderr to a file); :func:`parse_librdkafka_log` reads them.
+* kafka-python logs ``<conn> Request N: <request>`` at DEBUG on
+  ``kafka.net.connection``; aiokafka logs ``Request to host:port N: <request>`` on
+  ``aiokafka.conn``. :class:`PythonClientRequestLog` attaches logging handlers that
+  read the request objects from the log records' arguments.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+from typing import Any, Callable
+
+from .apinames import API_NAMES, api_key_for_name
+
+# "%7|1795253097.596|SEND|name#producer-1| [thrd:...]: BROKER/NODE: Sent XRequest (v3, ..."
+_RDK_SEND = re.compile(
+    r"^%\d+\|(?P<ts>\d+\.\d+)\|SEND\|(?P<rk>[^|]+)\| \[thrd:[^\]]*\]: "
+    r"(?P<broker>\S+?)/(?P<node>[^:\s]+): Sent (?P<api>\w+?)Request "
+    r"\(v(?P<ver>\d+), (?P<size>\d+) bytes @ (?P<at>\d+), CorrId (?P<corr>\d+)\)")
+
+
+class RequestLogError(RuntimeError):
+    """A client log line could not be attributed."""
+
+
+def parse_librdkafka_log(text: str, node_ports: dict[str, int]) -> list[dict[str, Any]]:
+    """Requests from librdkafka ``debug=protocol`` stderr lines.
+
+    ``node_ports`` maps broker node ids (as strings) to ports, for the logical
+    coordinator handles (``GroupCoordinator/2``) whose names carry no address. The
+    client id is the librdkafka handle name up to ``#`` (set ``client.id``).
+    """
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if "|SEND|" not in line or " Sent " not in line or " Sent partial " in line:
+            continue  # "Sent partial" lines precede the final "Sent" of a large request
+        m = _RDK_SEND.match(line)
+        if not m:
+            raise RequestLogError(f"unparsed librdkafka SEND line: {line}")
+        api = m.group("api")
+        key = api_key_for_name(api)
+        if key is None:
+            raise RequestLogError(f"unknown librdkafka API name {api!r}: {line}")
+        broker = m.group("broker")
+        node = m.group("node")
+        if re.fullmatch(r"[\w.\-]+:\d+", broker):
+            port = int(broker.rsplit(":", 1)[1])
+        elif node in node_ports:
+            port = node_ports[node]
+        else:
+            raise RequestLogError(f"cannot tell the broker port of {broker}/{node}: {line}")
+        out.append({
+            "client_id": m.group("rk").split("#", 1)[0],
+            "broker_port": port, "local_port": None, "api_key": key,
+            "api_name": API_NAMES[key], "api_version": int(m.group("ver")),
+            "correlation_id": int(m.group("corr")), "size": int(m.group("size")),
+            "ts": float(m.group("ts")), "source": "librdkafka-debug-log"})
+    return out
+
+
+_AIO_CONN: contextvars.ContextVar[Any] = contextvars.ContextVar("kwsniff_aio_conn",
+                                                                default=None)
+
+
+class _Handler(logging.Handler):
+    def __init__(self, sink: Callable[[logging.LogRecord], None]) -> None:
+        super().__init__(logging.DEBUG)
+        self._sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._sink(record)
+
+
+class PythonClientRequestLog:
+    """Collects the requests kafka-python and aiokafka log while it is installed."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self._installed: list[tuple[logging.Logger, logging.Handler, int]] = []
+        self._aio_orig_send: Any = None
+
+    def install(self) -> "PythonClientRequestLog":
+        self._attach("kafka.net.connection", self._on_kafka_python)
+        try:
+            import aiokafka.conn as aioconn
+        except ImportError:
+            return self
+        self._attach("aiokafka.conn", self._on_aiokafka)
+        orig = aioconn.AIOKafkaConnection.send
+        self._aio_orig_send = orig
+
+        def send(conn: Any, request: Any, expect_response: bool = True) -> Any:
+            token = _AIO_CONN.set(conn)
+            try:
+                return orig(conn, request, expect_response)
+            finally:
+                _AIO_CONN.reset(token)
+
+        aioconn.AIOKafkaConnection.send = send  # type: ignore[method-assign]
+        return self
+
+    def uninstall(self) -> None:
+        for logger, handler, level in self._installed:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+        self._installed.clear()
+        if self._aio_orig_send is not None:
+            import aiokafka.conn as aioconn
+
+            aioconn.AIOKafkaConnection.send = self._aio_orig_send  # type: ignore[method-assign]
+            self._aio_orig_send = None
+
+    def _attach(self, name: str, sink: Callable[[logging.LogRecord], None]) -> None:
+        logger = logging.getLogger(name)
+        handler = _Handler(sink)
+        self._installed.append((logger, handler, logger.level))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+
+    def _add(self, *, client_id: str, broker_port: int, local_port: int | None,
+             request: Any, correlation_id: int, ts: float, source: str) -> None:
+        key = int(request.API_KEY)
+        self.requests.append({
+            "client_id": client_id, "broker_port": broker_port, "local_port": local_port,
+            "api_key": key, "api_name": API_NAMES.get(key, f"api-{key}"),
+            "api_version": int(request.API_VERSION), "correlation_id": int(correlation_id),
+            "size": None, "ts": ts, "source": source})
+
+    def _on_kafka_python(self, record: logging.LogRecord) -> None:
+        if record.msg != "%s Request %d: %s":
+            return
+        conn, corr, request = record.args  # type: ignore[misc]
+        try:
+            transport = conn.transport
+            local = transport.getHost()
+            peer = transport.getPeer()
+            self._add(client_id=conn.parser._client_id, broker_port=int(peer[1]),
+                      local_port=int(local[1]), request=request, correlation_id=corr,
+                      ts=record.created, source="kafka-python-debug-log")
+        except Exception as exc:  # recorded and reported by the scenario
+            self.errors.append(f"kafka-python request log: {exc!r}")
+
+    def _on_aiokafka(self, record: logging.LogRecord) -> None:
+        if not str(record.msg).startswith("Request to %s:%d %d:"):
+            return
+        host, port, corr, request = record.args  # type: ignore[misc]
+        conn = _AIO_CONN.get()
+        try:
+            sockname = conn._writer.get_extra_info("sockname") if conn is not None else None
+            self._add(client_id=conn._client_id if conn is not None else "?",
+                      broker_port=int(port),
+                      local_port=int(sockname[1]) if sockname else None,
+                      request=request, correlation_id=corr, ts=record.created,
+                      source="aiokafka-debug-log")
+        except Exception as exc:
+            self.errors.append(f"aiokafka request log: {exc!r}")

@@ -1,0 +1,26 @@
+"""Scenario registry: name -> (description, function(ctx))."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..context import ScenarioContext
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    run: Callable[[ScenarioContext], None]
+
+
+def all_scenarios() -> dict[str, Scenario]:
+    """Every scenario, in generation order (imports are lazy: clients are heavy)."""
+    from . import aiokafka_client, kafka_python_legacy, midstream, rdkafka, tansu_admin
+
+    out: dict[str, Scenario] = {}
+    for module in (rdkafka, kafka_python_legacy, aiokafka_client, tansu_admin, midstream):
+        for sc in module.SCENARIOS:
+            out[sc.name] = sc
+    return out
