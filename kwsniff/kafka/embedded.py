@@ -47,6 +47,8 @@ CONSUMER = "consumer"
 _CONSUMER_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky", "uniform")
 _MAX_TOPIC_IDS = 1 << 20
 
+Body = dict[str, Any]
+
 
 class AnnotateContext:
     """State carried across messages of one capture: create one, pass it to every call.
@@ -138,7 +140,8 @@ def _put(msg: KafkaMessage, holder: dict[str, Any], field: str, schema: str,
         msg.problems.append(f"{where}: {schema}: {p}")
 
 
-def _join_group_request(msg, body, request, ctx, conn) -> None:
+def _join_group_request(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                        ctx: AnnotateContext, conn: Hashable) -> None:
     known = _is_consumer(body.get("ProtocolType"), None)
     if known is False:
         return
@@ -146,7 +149,8 @@ def _join_group_request(msg, body, request, ctx, conn) -> None:
         _put(msg, proto, "Metadata", SUBSCRIPTION, known, f"Protocols[{i}].Metadata")
 
 
-def _join_group_response(msg, body, request, ctx, conn) -> None:
+def _join_group_response(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                         ctx: AnnotateContext, conn: Hashable) -> None:
     known = _is_consumer(body.get("ProtocolType"), request)
     if known is None and body.get("ProtocolName") in _CONSUMER_ASSIGNORS:
         known = True
@@ -156,7 +160,8 @@ def _join_group_response(msg, body, request, ctx, conn) -> None:
         _put(msg, member, "Metadata", SUBSCRIPTION, known, f"Members[{i}].Metadata")
 
 
-def _sync_group_request(msg, body, request, ctx, conn) -> None:
+def _sync_group_request(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                        ctx: AnnotateContext, conn: Hashable) -> None:
     known = _is_consumer(body.get("ProtocolType"), None)
     if known is False:
         return
@@ -164,14 +169,16 @@ def _sync_group_request(msg, body, request, ctx, conn) -> None:
         _put(msg, a, "Assignment", ASSIGNMENT, known, f"Assignments[{i}].Assignment")
 
 
-def _sync_group_response(msg, body, request, ctx, conn) -> None:
+def _sync_group_response(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                         ctx: AnnotateContext, conn: Hashable) -> None:
     known = _is_consumer(body.get("ProtocolType"), request)
     if known is False:
         return
     _put(msg, body, "Assignment", ASSIGNMENT, known, "Assignment")
 
 
-def _describe_groups_response(msg, body, request, ctx, conn) -> None:
+def _describe_groups_response(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                              ctx: AnnotateContext, conn: Hashable) -> None:
     for g, group in enumerate(body.get("Groups") or ()):
         if group.get("ProtocolType") != CONSUMER:
             continue
@@ -184,13 +191,15 @@ def _describe_groups_response(msg, body, request, ctx, conn) -> None:
 
 # -- SASL -------------------------------------------------------------------------------
 
-def _sasl_handshake_request(msg, body, request, ctx, conn) -> None:
+def _sasl_handshake_request(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                            ctx: AnnotateContext, conn: Hashable) -> None:
     mech = body.get("Mechanism")
     if isinstance(mech, str) and mech:
         ctx.sasl_mechanisms[conn] = mech.upper()
 
 
-def _sasl_authenticate(msg, body, request, ctx, conn) -> None:
+def _sasl_authenticate(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                       ctx: AnnotateContext, conn: Hashable) -> None:
     raw = body.get("AuthBytes")
     if not isinstance(raw, (bytes, bytearray)):
         return
@@ -225,21 +234,24 @@ def _topic_of(entry: dict[str, Any], name_key: str, ctx: AnnotateContext) -> str
     return ctx.topic_names.get(tid) if isinstance(tid, str) else None
 
 
-def _produce_request(msg, body, request, ctx, conn) -> None:
+def _produce_request(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                     ctx: AnnotateContext, conn: Hashable) -> None:
     for t in body.get("TopicData") or ():
         topic = _topic_of(t, "Name", ctx)
         for p in t.get("PartitionData") or ():
             _tag(p.get("Records"), topic, p.get("Index"))
 
 
-def _fetch_response(msg, body, request, ctx, conn) -> None:
+def _fetch_response(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                    ctx: AnnotateContext, conn: Hashable) -> None:
     for t in body.get("Responses") or ():
         topic = _topic_of(t, "Topic", ctx)
         for p in t.get("Partitions") or ():
             _tag(p.get("Records"), topic, p.get("PartitionIndex"))
 
 
-def _fetch_snapshot_response(msg, body, request, ctx, conn) -> None:
+def _fetch_snapshot_response(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                             ctx: AnnotateContext, conn: Hashable) -> None:
     for t in body.get("Topics") or ():
         for p in t.get("Partitions") or ():
             # only a chunk at position 0 starts on a batch boundary
@@ -247,7 +259,8 @@ def _fetch_snapshot_response(msg, body, request, ctx, conn) -> None:
                 _tag(p.get("UnalignedRecords"), t.get("Name"), p.get("Index"))
 
 
-def _learn_topics(msg, body, request, ctx, conn) -> None:
+def _learn_topics(msg: KafkaMessage, body: Body, request: KafkaMessage | None,
+                  ctx: AnnotateContext, conn: Hashable) -> None:
     for t in body.get("Topics") or ():
         if isinstance(t, dict):
             ctx.learn_topic(t.get("TopicId"), t.get("Name"))
