@@ -1,15 +1,228 @@
-"""Decode a capture file and print one summary line per Kafka exchange."""
+"""Decode a capture file and print one summary line per Kafka exchange.
+
+With -V the full decoded tree of request and response, with -x a hex dump of each
+Kafka frame, with -Y only the exchanges matching a display filter
+(see docs/display-filters.md). The run summary (exchanges, problems, skipped bytes)
+goes to standard error at the end.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
 
-from kwsniff.errors import NotAvailable
+from kwsniff.errors import UserError
+from kwsniff.kafka.model import Exchange
+from kwsniff.output.color import COLOR_CHOICES, palette_for
+from kwsniff.output.fields import field_help
+from kwsniff.output.filter import DisplayFilter, compile_filter
+from kwsniff.output.hexdump import frame_bytes, hexdump_lines
+from kwsniff.output.pipeline import Selection, run_counters, run_summary_line
+from kwsniff.output.summary import TIME_FORMATS, SummaryFormatter
+from kwsniff.output.tree import DEFAULT_VALUE_CHARS, build_tree, render_tree
 
+# ----------------------------------------------------------------------------- shared
+# export and stats use these helpers too.
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"port out of range: {text!r}")
+    return value
+
+
+def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: bool = True
+                          ) -> None:
+    """CAPTURE, -Y, -c and the engine options every capture-reading command takes."""
+    parser.add_argument("capture", metavar="CAPTURE", nargs=None if capture_required else "?",
+                        help='pcap or pcapng file (optionally compressed), "-" for stdin')
+    parser.add_argument("-Y", "--display-filter", metavar="EXPR",
+                        help="only exchanges matching EXPR (see docs/display-filters.md)")
+    parser.add_argument("-c", "--count", metavar="N", type=_positive_int,
+                        help="stop after N matching exchanges")
+    group = parser.add_argument_group("decoding")
+    group.add_argument("-p", "--port", metavar="PORT", type=_port, action="append",
+                       help="a Kafka broker port (repeatable; default 9092); Kafka on other "
+                            "ports is still found by content unless --no-detect")
+    group.add_argument("--no-detect", action="store_true",
+                       help="only decode connections on the --port ports")
+    group.add_argument("--timeout", metavar="SECONDS", type=float, default=None,
+                       help="capture seconds after which a request without response is "
+                            "reported unanswered (default 300)")
+
+
+def compile_display_filter(args: argparse.Namespace) -> DisplayFilter | None:
+    """The -Y filter, compiled before anything else is read (errors are UserErrors)."""
+    expr = getattr(args, "display_filter", None)
+    return compile_filter(expr) if expr is not None else None
+
+
+def engine_options(args: argparse.Namespace) -> Any:
+    from kwsniff.engine import EngineOptions
+    opts = EngineOptions()
+    if getattr(args, "port", None):
+        opts.ports = tuple(dict.fromkeys(args.port))
+    if getattr(args, "no_detect", False):
+        opts.auto_detect = False
+    if getattr(args, "timeout", None) is not None:
+        if args.timeout <= 0:
+            raise UserError("--timeout must be positive")
+        opts.timeout = args.timeout
+    return opts
+
+
+class CaptureRun:
+    """One decoding run: the opened capture, the engine and the selection."""
+
+    def __init__(self, source: Any, engine: Any, selection: Selection) -> None:
+        self.source = source
+        self.engine = engine
+        self.selection = selection
+
+    def exchanges(self) -> Iterator[tuple[Exchange, Any]]:
+        """``(exchange, facts)`` of the selected exchanges, in capture order."""
+        return self.selection(self.engine.run(self.source))
+
+    def counters(self) -> dict[str, int]:
+        return run_counters(self.engine.summary, getattr(self.source, "problems", ()),
+                            self.selection.problems)
+
+    def capture_problems(self) -> list[str]:
+        return list(getattr(self.source, "problems", ()))
+
+
+@contextmanager
+def capture_run(args: argparse.Namespace, display_filter: DisplayFilter | None
+                ) -> Iterator[CaptureRun]:
+    """Open the capture and set up the engine; the capture is closed afterwards."""
+    from kwsniff.capture import open_capture
+    from kwsniff.engine import Engine
+    engine = Engine(engine_options(args))
+    selection = Selection(display_filter, getattr(args, "count", None))
+    with open_capture(args.capture) as source:
+        yield CaptureRun(source, engine, selection)
+
+
+@contextmanager
+def open_output(path: str | None) -> Iterator[IO[str]]:
+    """Standard output for None or "-", else the file (created/truncated), UTF-8."""
+    if path is None or path == "-":
+        yield sys.stdout
+        return
+    try:
+        fh = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+    try:
+        yield fh
+    finally:
+        try:
+            fh.close()
+        except OSError as err:
+            raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+
+
+def report_end(counters: dict[str, int], shown: int | None, problems: list[str],
+               what: str = "shown", stream: IO[str] | None = None) -> None:
+    """Print the run summary (and the capture's own problems) to standard error."""
+    err = stream or sys.stderr
+    for problem in problems:
+        print(f"capture: {problem}", file=err)
+    print(run_summary_line(counters, shown, what), file=err)
+
+
+# ----------------------------------------------------------------------------- decode
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    add_capture_arguments(parser, capture_required=False)
+    view = parser.add_argument_group("output")
+    view.add_argument("-V", "--verbose", action="store_true",
+                      help="print the full decoded tree of every request and response")
+    view.add_argument("-x", "--hex", action="store_true",
+                      help="print a hex dump of every Kafka frame")
+    view.add_argument("--offsets", action="store_true",
+                      help="with -V: show each field's byte range [start-end) in its frame")
+    view.add_argument("--full-values", action="store_true",
+                      help=f"with -V: do not cut record keys/values after "
+                           f"{DEFAULT_VALUE_CHARS} characters")
+    view.add_argument("-t", "--time-format", choices=TIME_FORMATS, default="r",
+                      help="r: relative to the first exchange (default), a: absolute time, "
+                           "ad: absolute date and time, ud: UTC date and time, e: epoch")
+    view.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                      help="colour the output (auto: only on a terminal)")
+    view.add_argument("--list-fields", action="store_true",
+                      help="list the display-filter fields and exit")
+
+
+def _print_fields(out: IO[str]) -> None:
+    rows = field_help()
+    width = max(len(n) for n, _, _ in rows)
+    twidth = max(len(t) for _, t, _ in rows)
+    for name, typ, desc in rows:
+        out.write(f"{name:<{width}}  {typ:<{twidth}}  {desc}\n")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotAvailable("this subcommand is not available yet in this build (tracked in issue #7)")
+    out = sys.stdout
+    if args.list_fields:
+        _print_fields(out)
+        return 0
+    if args.capture is None:
+        raise UserError("a CAPTURE file is required (or --list-fields)")
+    if (args.offsets or args.full_values) and not args.verbose:
+        raise UserError("--offsets and --full-values need -V")
+    display_filter = compile_display_filter(args)
+    palette = palette_for(out, args.color)
+    formatter = SummaryFormatter(palette, args.time_format)
+    write = out.write
+    verbose, hexdump = args.verbose, args.hex
+    value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
+
+    def emit(ex: Exchange, facts: Any) -> None:
+        if verbose:
+            root = build_tree(ex, spans=args.offsets, value_chars=value_chars)
+            for line in render_tree(root, palette=palette, offsets=args.offsets):
+                write(line)
+                write("\n")
+        else:
+            write(formatter.format(ex, facts))
+            write("\n")
+        if hexdump:
+            for msg in (ex.request, ex.response):
+                if msg is None:
+                    continue
+                write(palette.dim(f"{msg.kind} frame, {msg.size} bytes"
+                                  + (f" ({msg.missing} lost in a gap)" if msg.missing else "")
+                                  + ":") + "\n")
+                for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
+                    write(line)
+                    write("\n")
+        if verbose or hexdump:
+            write("\n")
+
+    with capture_run(args, display_filter) as run_:
+        for ex, facts in run_.exchanges():
+            if formatter.start_ts is None:
+                # relative times count from the first packet, like tshark
+                formatter.start_ts = run_.engine.summary.first_ts
+            emit(ex, facts)
+        out.flush()
+        report_end(run_.counters(), run_.selection.shown, run_.capture_problems())
+    return 0

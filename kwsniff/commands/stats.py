@@ -1,15 +1,67 @@
-"""Statistics of a capture: per-API counts and latencies, errors, top topics, clients."""
+"""Statistics of a capture: per-API counts and latencies, errors, top topics, clients.
+
+Per API and version: exchanges, errors, latency percentiles (p50/p90/p99/max) and bytes;
+errors by API and code; top topics by records and bytes, produced and fetched; top
+clients; connections. -Y restricts the statistics to matching exchanges. --json prints
+the same data as one JSON object. The run summary ends the report.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
-from kwsniff.errors import NotAvailable
+from kwsniff.commands.decode import (
+    _positive_int,
+    add_capture_arguments,
+    capture_run,
+    compile_display_filter,
+)
+from kwsniff.output.color import COLOR_CHOICES, palette_for
+from kwsniff.output.pipeline import run_summary_line
+from kwsniff.output.stats import DEFAULT_LIMIT, StatsCollector, render_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    add_capture_arguments(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--top", metavar="N", type=_positive_int, default=10,
+                     help="entries in the top topics/clients/connections tables (default 10)")
+    out.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    out.add_argument("--limit", metavar="N", type=_positive_int, default=DEFAULT_LIMIT,
+                     help="distinct topics/clients/connections counted exactly "
+                          f"(default {DEFAULT_LIMIT}; beyond it the tables are approximate)")
+    out.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                     help="colour the output (auto: only on a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotAvailable("this subcommand is not available yet in this build (tracked in issue #7)")
+    display_filter = compile_display_filter(args)
+    collector = StatsCollector(limit=args.limit)
+    out = sys.stdout
+    with capture_run(args, display_filter) as run_:
+        add = collector.add
+        for _, facts in run_.exchanges():
+            add(facts)
+        counters = run_.counters()
+        report = collector.report(top=args.top)
+        report["run"] = counters
+        report["capture"] = args.capture
+        report["display_filter"] = args.display_filter
+        problems = run_.capture_problems()
+        if args.json:
+            report["capture_problems"] = problems
+            json.dump(report, out, indent=2, sort_keys=False)
+            out.write("\n")
+            print(run_summary_line(counters, run_.selection.shown, "counted"), file=sys.stderr)
+        else:
+            palette = palette_for(out, args.color)
+            for line in render_report(report, title=args.capture, palette=palette):
+                out.write(line + "\n")
+            out.write("\n")
+            for problem in problems:
+                out.write(f"capture: {problem}\n")
+            out.write("Run: " + run_summary_line(counters, run_.selection.shown, "counted")
+                      + "\n")
+    return 0

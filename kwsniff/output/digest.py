@@ -246,10 +246,10 @@ def _produce_req(b: Body, v: int, f: ExchangeFacts) -> str:
 def _produce_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
     codes = _nested_errors(b, "Responses", "PartitionResponses")
     parts = [error_summary(codes) or "no partitions"]
-    offsets = [p.get("BaseOffset") for t in _dicts(b, "Responses")
-               for p in _dicts(t, "PartitionResponses") if p.get("ErrorCode") == 0]
-    if len(offsets) == 1 and type(offsets[0]) is int:
-        parts.append(f"offset {offsets[0]}")
+    results = [p for t in _dicts(b, "Responses") for p in _dicts(t, "PartitionResponses")]
+    if len(results) == 1 and results[0].get("ErrorCode") == 0 \
+            and type(results[0].get("BaseOffset")) is int:
+        parts.append(f"offset {results[0]['BaseOffset']}")
     throttle = b.get("ThrottleTimeMs")
     if type(throttle) is int and throttle > 0:
         parts.append(f"throttled {throttle} ms")

@@ -116,7 +116,7 @@ _SPECS = [
     FieldSpec("frame", "int", True,
               "capture frames where the request and response start and end",
               _frames),
-    FieldSpec("protocol", "string", False, "\"kafka\" or \"kafka-0.7\"",
+    FieldSpec("protocol", "string", False, "kafka, kafka-0.7 or kafka-sasl (raw SASL tokens)",
               lambda f: f.exchange.protocol),
     FieldSpec("ts", "number", False,
               "request time, epoch seconds (response time for an orphan response)",

@@ -344,6 +344,9 @@ class _Parser:
             low = self.parse_value("{")
             high = None
             if self.tok.kind == "DOTDOT":
+                if not spec.numeric and spec.type != "error":
+                    raise self.error(f"a range needs a numeric field; '{spec.name}' is not",
+                                     low.pos)
                 dots = self.advance()
                 high = self.parse_value("..")
                 if low.kind != "number" or high.kind != "number":
@@ -571,15 +574,23 @@ def suggest(text: str) -> list[str]:
     one): field names where a field is expected, operators after a field, and known values
     (API names, statuses, error names) after a comparison operator.
     """
+    partial = ""
     try:
         tokens = tokenize(text)[:-1]
-    except FilterError:
-        return []
-    ends_with_space = not text or text[-1].isspace()
-    partial = ""
-    if tokens and not ends_with_space and tokens[-1].kind in ("WORD", "NUMBER", "STRING"):
-        last = tokens.pop()
-        partial = last.text
+        ends_with_space = not text or text[-1].isspace()
+    except FilterError as err:
+        # A string still being typed: complete its text.
+        if not err.message.startswith("unterminated string"):
+            return []
+        try:
+            tokens = tokenize(text[:err.position])[:-1]
+        except FilterError:
+            return []
+        partial = text[err.position + 1:]
+        ends_with_space = False
+    else:
+        if tokens and not ends_with_space and tokens[-1].kind in ("WORD", "NUMBER", "STRING"):
+            partial = tokens.pop().text
     prev = tokens[-1] if tokens else None
     if prev is None or prev.kind in ("AND", "OR", "NOT", "LPAREN"):
         return [n for n in FIELDS if n.startswith(partial.lower())]

@@ -294,7 +294,8 @@ class ExportEncoder:
 
 
 #: Run counters every summary object carries (integers; 0 when the engine has none).
-SUMMARY_COUNTERS = ("packets", "connections", "exchanges", "problems", "skipped_bytes")
+SUMMARY_COUNTERS = ("packets", "connections", "exchanges", "problems", "skipped_bytes",
+                    "gap_bytes")
 
 
 class JsonlWriter:

@@ -293,7 +293,8 @@ class _Builder:
         offsets = f"offsets {first}-{last}" if last is not None and last != first \
             else f"offset {first}"
         count = b.record_count
-        desc = [offsets, f"{count if count is not None else '?'} records", f"magic {b.magic}"]
+        desc = [offsets, f"{count if count is not None else '?'} record{'' if count == 1 else 's'}",
+                f"magic {b.magic}"]
         if b.attributes is not None:
             desc.append(b.codec_name)
         if b.transactional:
@@ -340,10 +341,11 @@ class _Builder:
                 text = _format_ms(value) if "Timestamp" in label and value is not None \
                     else ("null" if value is None else str(value))
                 node.add(TreeNode(label, text, message=self.kind))
+        recs = b.records    # decodes (and decompresses) the batch
         if b.compressed_size is not None:
             node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> "
                                             f"{b.decompressed_size} bytes ({b.framing or b.codec_name})"))
-        for ri, rec in enumerate(b.records):
+        for ri, rec in enumerate(recs):
             self.record(node, ri, rec, records, base)
         for p in b.problems:
             node.add(TreeNode("Problem", str(p), style="warn"))

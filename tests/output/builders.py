@@ -6,6 +6,7 @@ and decoded by kwsniff's own decoder, so tests see exactly what the engine produ
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -31,6 +32,38 @@ def record_batch(values: list[bytes | None], *, keys: list[bytes | None] | None 
         key = keys[i] if keys else None
         builder.append(i, timestamp=base_ts + i, key=key, value=value, headers=headers or [])
     return bytes(builder.build())
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _build(top: Any, klass: Any, fields: list[dict[str, Any]], data: dict[str, Any]) -> Any:
+    kwargs = {}
+    for f in fields:
+        name, typ = f["name"], f["type"]
+        if name not in data:
+            continue
+        value = data[name]
+        sub_fields = f.get("fields")
+        if sub_fields is None and typ.lstrip("[]") in {s["name"] for s in
+                                                        top._json.get("commonStructs") or []}:
+            sub_fields = next(s["fields"] for s in top._json["commonStructs"]
+                              if s["name"] == typ.lstrip("[]"))
+        if sub_fields is not None and value is not None:
+            sub = getattr(klass, typ.lstrip("[]"), None) or getattr(top, typ.lstrip("[]"))
+            if typ.startswith("[]"):
+                value = [_build(top, sub, sub_fields, v) for v in value]
+            else:
+                value = _build(top, sub, sub_fields, value)
+        kwargs[_snake(name)] = value
+    return klass(**kwargs)
+
+
+def build(cls: Any, version: int, data: dict[str, Any]) -> Any:
+    """A kafka-python message object from a dict keyed by Kafka's JSON field names."""
+    versioned = cls[version]
+    return _build(cls, versioned, cls._json["fields"], data)
 
 
 def request(obj: Any, *, correlation_id: int = 1, client_id: str = "test-client",

@@ -1,0 +1,87 @@
+"""Glue between the engine's exchanges and the output views (sans-IO).
+
+Contract:
+
+* :class:`Selection` turns an iterable of exchanges into ``(exchange, facts)`` pairs of
+  those that pass the display filter, stopping after ``count`` of them; it counts what
+  it saw (``seen``, ``shown``, ``problems``) and shares one
+  :class:`~kwsniff.output.facts.TopicNames` map across the run. ``decode``, ``export``,
+  ``stats``, ``live`` and the TUI use it the same way.
+* :func:`run_counters` collects the run summary every command reports at its end
+  (packets, connections, exchanges, problems, skipped and lost bytes) from the engine's
+  ``RunSummary``, the capture's problems and the exchanges' problems;
+  :func:`run_summary_line` is its one-line text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from kwsniff.kafka.model import Exchange
+from kwsniff.output.facts import ExchangeFacts, TopicNames
+from kwsniff.output.filter import DisplayFilter
+
+
+class Selection:
+    """Filter and count exchanges; see the module contract."""
+
+    def __init__(self, display_filter: DisplayFilter | None = None, count: int | None = None,
+                 names: TopicNames | None = None) -> None:
+        self.filter = display_filter
+        self.count = count
+        self.names = names if names is not None else TopicNames()
+        self.seen = 0
+        self.shown = 0
+        self.problems = 0        # problems of all exchanges seen (not only shown ones)
+
+    def __call__(self, exchanges: Iterable[Exchange]) -> Iterator[tuple[Exchange, ExchangeFacts]]:
+        matches = self.filter.matches if self.filter is not None else None
+        limit = self.count
+        names = self.names
+        for ex in exchanges:
+            if limit is not None and self.shown >= limit:
+                return
+            self.seen += 1
+            if ex.problems or (ex.request is not None and ex.request.problems) or \
+                    (ex.response is not None and ex.response.problems):
+                self.problems += len(ex.all_problems())
+            facts = ExchangeFacts(ex, names)
+            if matches is not None:
+                if not matches(facts):
+                    # Topic ids learnt from filtered-out exchanges still help later ones.
+                    if ex.response is not None and ex.api_key in (3, 19, 20, 75):
+                        facts.topics  # noqa: B018 - walks the body, learning ids
+                    continue
+            self.shown += 1
+            yield ex, facts
+
+
+def run_counters(summary: Any, capture_problems: Iterable[str] = (),
+                 exchange_problems: int = 0) -> dict[str, int]:
+    """The counters of one run (see :data:`kwsniff.output.jsonl.SUMMARY_COUNTERS`)."""
+    get = (lambda name: getattr(summary, name, 0) or 0) if summary is not None else \
+        (lambda name: 0)
+    run_problems = len(getattr(summary, "problems", []) or []) + get("problems_dropped")
+    return {
+        "packets": int(get("packets")),
+        "connections": int(get("kafka_connections")),
+        "exchanges": int(get("exchanges_total")),
+        "problems": int(exchange_problems + run_problems + len(list(capture_problems))),
+        "skipped_bytes": int(get("skipped_bytes")),
+        "gap_bytes": int(get("gap_bytes")),
+    }
+
+
+def run_summary_line(counters: dict[str, int], shown: int | None = None,
+                     what: str = "shown") -> str:
+    """``"51 exchanges (51 shown) in 9 connections, 173 packets; 12 problems; ..."``."""
+    parts = [f"{counters['exchanges']} exchange{'s' if counters['exchanges'] != 1 else ''}"
+             + (f" ({shown} {what})" if shown is not None else "")
+             + f" in {counters['connections']} Kafka connection"
+             + ("s" if counters["connections"] != 1 else "")
+             + f", {counters['packets']} packets",
+             f"{counters['problems']} problem{'s' if counters['problems'] != 1 else ''}",
+             f"{counters['skipped_bytes']} bytes skipped",
+             f"{counters['gap_bytes']} bytes lost in gaps"]
+    return "; ".join(parts)
