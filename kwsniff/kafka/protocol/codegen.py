@@ -77,7 +77,14 @@ def uuid_text(b: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+_SMALL = 64
+_ARRAY_UNPACKERS = {code: [struct.Struct(f">{n}{code}").unpack_from for n in range(_SMALL)]
+                    for code, _ in _FIXED.values()}
+
+
 def _unpack_array(code: str, n: int, buf: bytes, pos: int) -> list:
+    if n < _SMALL:
+        return list(_ARRAY_UNPACKERS[code][n](buf, pos))
     return list(struct.unpack_from(f">{n}{code}", buf, pos))
 
 
@@ -303,7 +310,10 @@ class _Compiler:
         ind += 1
         if not struct_elems and elem_t in _FIXED and not self.spans:
             code, size = _FIXED[elem_t]
-            self.w(ind, f"{target} = _arr({code!r}, {n}, buf, pos)")
+            small = "_A" + ("bool" if code == "?" else code)
+            self.ns[small] = _ARRAY_UNPACKERS[code]
+            self.w(ind, f"{target} = list({small}[{n}](buf, pos)) if {n} < {_SMALL} "
+                        f"else _arr({code!r}, {n}, buf, pos)")
             self.w(ind, f"pos += {n} * {size}")
             return
         a = self.tmp("a")

@@ -42,8 +42,8 @@ from kwsniff.kafka.protocol.schema import (
 
 _I16 = struct.Struct(">h").unpack_from
 
-_bodies: dict[tuple[int, str, int, bool], DecodeFn | None] = {}
-_structs: dict[tuple[str, int, bool], DecodeFn | None] = {}
+_bodies: dict[tuple[int, str, int, bool], DecodeFn] = {}
+_structs: dict[tuple[str, int, bool], DecodeFn] = {}
 
 
 class Span(NamedTuple):
@@ -70,10 +70,10 @@ def body_decoder(api_key: int, kind: str, version: int, with_spans: bool = False
     except KeyError:
         pass
     seg = message_schema(api_key, kind, version)
-    fn = None
-    if seg is not None:
-        fn = compile_decoder(seg[4], version, in_range(version, seg[2]), with_spans,
-                             name=f"{seg[3].replace('-', '_').replace('.', '_')}_{api_key}_{kind}")
+    if seg is None:
+        return None   # not cached: garbage api keys/versions must not grow the cache
+    fn = compile_decoder(seg[4], version, in_range(version, seg[2]), with_spans,
+                         name=f"{seg[3].replace('-', '_').replace('.', '_')}_{api_key}_{kind}")
     _bodies[key] = fn
     return fn
 
@@ -85,9 +85,9 @@ def struct_decoder(name: str, version: int, with_spans: bool = False) -> DecodeF
     except KeyError:
         pass
     seg = struct_schema(name, version)
-    fn = None
-    if seg is not None:
-        fn = compile_decoder(seg[4], version, in_range(version, seg[2]), with_spans, name=name)
+    if seg is None:
+        return None
+    fn = compile_decoder(seg[4], version, in_range(version, seg[2]), with_spans, name=name)
     _structs[key] = fn
     return fn
 
@@ -120,129 +120,143 @@ def _locate(fn_spans: DecodeFn | None, buf: bytes, pos: int) -> tuple[str, int]:
     return _path_text(path), off + length
 
 
-def _run(fn: DecodeFn, spans_fn: Callable[[], DecodeFn | None], buf: bytes, pos: int,
-         out: dict, problems: list[str], what: str) -> tuple[int, bool]:
-    """Run a decoder; on failure report where it stopped. Returns (end, complete).
+class _Plan(NamedTuple):
+    """Everything decode_request/decode_response need for one (api key, version, kind)."""
 
-    ``spans_fn`` returns the span-recording variant; it is only compiled and run after
-    a failure, to name the last field that decoded.
-    """
-    try:
-        return fn(buf, pos, out, problems, None), True
-    except DECODE_ERRORS as exc:
-        after, stop = _locate(spans_fn(), buf, pos)
-        where = f" after {after} (offset {stop})" if after else f" at offset {stop}"
-        problems.append(f"{what} decoded only partly: {_reason(exc, len(buf))}{where}")
-        return stop, False
+    header_version: int
+    header_name: str
+    header_fn: DecodeFn | None
+    body_fn: DecodeFn | None
+    missing: str | None        # why there is no body decoder
 
 
-def _header(msg: KafkaMessage, name: str, version: int, pos: int) -> int | None:
-    fn = struct_decoder(name, version)
+_plans: dict[tuple[int, int, str], _Plan] = {}
+
+
+def _plan(kind: str, api_key: int, version: int) -> _Plan:
+    key = (api_key, version, kind)
+    plan = _plans.get(key)
+    if plan is not None:
+        return plan
+    if kind == REQUEST:
+        hv, hname = request_header_version(api_key, version), "RequestHeader"
+    else:
+        hv, hname = response_header_version(api_key, version), "ResponseHeader"
+    body_fn = body_decoder(api_key, kind, version)
+    missing = None
+    if body_fn is None:
+        if (api_key, kind) not in MESSAGES:
+            missing = f"unknown API key {api_key}"
+        else:
+            from kwsniff.kafka.protocol.api_keys import api_name
+
+            rng = version_range(api_key, kind)
+            known = f"v{rng[0]}-v{rng[1]}" if rng else "none"
+            missing = (f"{api_name(api_key)} {kind} v{version} is not a known version "
+                       f"(kwsniff decodes {known})")
+    plan = _Plan(hv, hname, struct_decoder(hname, hv), body_fn, missing)
+    if body_fn is not None:   # cache only real versions: memory stays bounded on garbage
+        _plans[key] = plan
+    return plan
+
+
+def _failed(buf: bytes, problems: list[str], exc: BaseException, what: str,
+            spans_fn: DecodeFn | None, pos: int) -> int:
+    """Report a decode failure with the last field that decoded; returns the stop offset."""
+    after, stop = _locate(spans_fn, buf, pos)
+    where = f" after {after} (offset {stop})" if after else f" at offset {stop}"
+    problems.append(f"{what} decoded only partly: {_reason(exc, len(buf))}{where}")
+    return stop
+
+
+def _header(msg: KafkaMessage, plan: _Plan) -> int | None:
+    msg.header_version = plan.header_version
+    fn = plan.header_fn
     if fn is None:
-        msg.problems.append(f"no {name} v{version} in the schema table")
+        msg.problems.append(f"no {plan.header_name} v{plan.header_version} in the schema table")
         return None
-    end, ok = _run(fn, lambda: struct_decoder(name, version, True), msg.raw, pos, msg.header,
-                   msg.problems, f"{name} v{version}")
-    return end if ok else None
+    try:
+        return fn(msg.raw, 0, msg.header, msg.problems, None)
+    except DECODE_ERRORS as exc:
+        spans_fn = struct_decoder(plan.header_name, plan.header_version, True)
+        _failed(msg.raw, msg.problems, exc, f"{plan.header_name} v{plan.header_version}",
+                spans_fn, 0)
+        msg.body_offset = msg.body_end = len(msg.raw)
+        return None
 
 
-def _body(msg: KafkaMessage, kind: str, version: int, pos: int) -> None:
-    api_key = msg.api_key
-    assert api_key is not None
-    msg.body_offset = msg.body_end = pos
-    left = len(msg.raw) - pos
-    if (api_key, kind) not in MESSAGES:
-        msg.problems.append(f"unknown API key {api_key}: body of {left} bytes not decoded")
-        return
-    fn = body_decoder(api_key, kind, version)
+def _body(msg: KafkaMessage, fn: DecodeFn | None, missing: str | None, kind: str,
+          version: int, pos: int) -> None:
+    raw = msg.raw
+    msg.body_offset = pos
     if fn is None:
-        from kwsniff.kafka.protocol.api_keys import api_name
-
-        rng = version_range(api_key, kind)
-        known = f"v{rng[0]}-v{rng[1]}" if rng else "none"
-        msg.problems.append(f"{api_name(api_key)} {kind} v{version} is not a known version "
-                            f"(kwsniff decodes {known}): body of {left} bytes not decoded")
+        msg.body_end = pos
+        msg.problems.append(f"{missing}: body of {len(raw) - pos} bytes not decoded")
         return
     body: dict[str, Any] = {}
     msg.body = body
-    end, ok = _run(fn, lambda: body_decoder(api_key, kind, version, True), msg.raw, pos,
-                   body, msg.problems, "body")
+    try:
+        end = fn(raw, pos, body, msg.problems, None)
+    except DECODE_ERRORS as exc:
+        assert msg.api_key is not None
+        spans_fn = body_decoder(msg.api_key, kind, version, True)
+        msg.body_end = _failed(raw, msg.problems, exc, "body", spans_fn, pos)
+        return
     msg.body_end = end
-    if ok and end < len(msg.raw):
-        msg.problems.append(f"{len(msg.raw) - end} bytes left over after the body")
+    if end != len(raw):
+        msg.problems.append(f"{len(raw) - end} bytes left over after the body")
+
+
+_REQUEST_START = struct.Struct(">hhi").unpack_from
 
 
 def decode_request(raw: bytes) -> KafkaMessage:
     """Decode one request frame (without its 4-byte size prefix); never raises."""
     msg = KafkaMessage(kind=REQUEST, raw=raw)
     try:
-        _decode_request(msg)
+        if len(raw) < 8:
+            msg.problems.append(f"request of {len(raw)} bytes is too short for a request header")
+            if len(raw) >= 2:
+                msg.api_key = _I16(raw, 0)[0]
+            if len(raw) >= 4:
+                msg.api_version = _I16(raw, 2)[0]
+            msg.body_offset = msg.body_end = len(raw)
+            return msg
+        api_key, api_version, msg.correlation_id = _REQUEST_START(raw, 0)
+        msg.api_key, msg.api_version = api_key, api_version
+        plan = _plan(REQUEST, api_key, api_version)
+        pos = _header(msg, plan)
+        msg.client_id = msg.header.get("ClientId")
+        if pos is not None:
+            _body(msg, plan.body_fn, plan.missing, REQUEST, api_version, pos)
     except Exception as exc:  # noqa: BLE001 - contract: never raise on bad bytes
         msg.problems.append(f"internal decoder error: {type(exc).__name__}: {exc}")
     return msg
-
-
-def _decode_request(msg: KafkaMessage) -> None:
-    raw = msg.raw
-    if len(raw) < 8:
-        msg.problems.append(f"request of {len(raw)} bytes is too short for a request header")
-        if len(raw) >= 2:
-            msg.api_key = _I16(raw, 0)[0]
-        if len(raw) >= 4:
-            msg.api_version = _I16(raw, 2)[0]
-        msg.body_offset = msg.body_end = len(raw)
-        return
-    api_key, api_version, correlation_id = struct.unpack_from(">hhi", raw, 0)
-    msg.api_key, msg.api_version, msg.correlation_id = api_key, api_version, correlation_id
-    hv = request_header_version(api_key, api_version)
-    msg.header_version = hv
-    pos = _header(msg, "RequestHeader", hv, 0)
-    msg.client_id = msg.header.get("ClientId")
-    if pos is None:
-        msg.body_offset = msg.body_end = len(raw)
-        return
-    _body(msg, REQUEST, api_version, pos)
 
 
 def decode_response(raw: bytes, api_key: int, api_version: int) -> KafkaMessage:
     """Decode one response frame given the request's api key and version; never raises."""
     msg = KafkaMessage(kind=RESPONSE, raw=raw, api_key=api_key, api_version=api_version)
     try:
-        _decode_response(msg)
+        if len(raw) < 4:
+            msg.problems.append(f"response of {len(raw)} bytes is too short for a response header")
+            msg.body_offset = msg.body_end = len(raw)
+            return msg
+        plan = _plan(RESPONSE, api_key, api_version)
+        pos = _header(msg, plan)
+        msg.correlation_id = msg.header.get("CorrelationId")
+        if pos is None:
+            return msg
+        fn, missing, version = plan.body_fn, plan.missing, api_version
+        if api_key == API_VERSIONS and len(raw) >= pos + 2:
+            version = apiversions_body_version(api_version, _I16(raw, pos)[0])
+            if version != api_version:
+                msg.header["_body_version"] = version
+                fn = body_decoder(api_key, RESPONSE, version)
+        _body(msg, fn, missing, RESPONSE, version, pos)
     except Exception as exc:  # noqa: BLE001 - contract: never raise on bad bytes
         msg.problems.append(f"internal decoder error: {type(exc).__name__}: {exc}")
     return msg
-
-
-def _decode_response(msg: KafkaMessage) -> None:
-    raw = msg.raw
-    api_key, api_version = msg.api_key, msg.api_version
-    assert api_key is not None and api_version is not None
-    if len(raw) < 4:
-        msg.problems.append(f"response of {len(raw)} bytes is too short for a response header")
-        msg.body_offset = msg.body_end = len(raw)
-        return
-    hv = response_header_version(api_key, api_version)
-    msg.header_version = hv
-    pos = _header(msg, "ResponseHeader", hv, 0)
-    msg.correlation_id = msg.header.get("CorrelationId")
-    if pos is None:
-        msg.body_offset = msg.body_end = len(raw)
-        return
-    version = _response_body_version(msg, pos)
-    _body(msg, RESPONSE, version, pos)
-
-
-def _response_body_version(msg: KafkaMessage, pos: int) -> int:
-    version = msg.api_version
-    assert version is not None
-    if msg.api_key == API_VERSIONS and len(msg.raw) >= pos + 2:
-        error = _I16(msg.raw, pos)[0]
-        body_version = apiversions_body_version(version, error)
-        if body_version != version:
-            msg.header["_body_version"] = body_version
-            return body_version
-    return version
 
 
 def decode_struct(name: str, version: int, buf: bytes, offset: int = 0,
@@ -263,8 +277,11 @@ def decode_struct(name: str, version: int, buf: bytes, offset: int = 0,
         if fn is None:
             found.append(_unknown_struct(name, version))
         else:
-            end, _ = _run(fn, lambda: struct_decoder(name, version, True), buf, offset, out,
-                          found, f"{name} v{version}")
+            try:
+                end = fn(buf, offset, out, found, None)
+            except DECODE_ERRORS as exc:
+                end = _failed(buf, found, exc, f"{name} v{version}",
+                              struct_decoder(name, version, True), offset)
     except Exception as exc:  # noqa: BLE001 - contract: never raise on bad bytes
         found.append(f"internal decoder error: {type(exc).__name__}: {exc}")
     if problems is None and len(found) > start:
