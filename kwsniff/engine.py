@@ -225,9 +225,9 @@ class Engine:
                 s.kafka07_connections += 1
             s.skipped_bytes += cs.skipped_bytes
             s.resyncs += cs.resyncs
-        elif conv.state == OTHER:
+        elif conv.state == OTHER or (conv.state == TLS and not conv.kafka_port):
             s.other_connections += 1
-        if conv.state == OTHER and not conv.kafka_port:
+        if (conv.state == OTHER or conv.state == TLS) and not conv.kafka_port:
             return
         if conv.state == "undecided":
             return

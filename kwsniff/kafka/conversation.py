@@ -66,7 +66,7 @@ class Options:
     def __init__(self, ports: Iterable[int] = (9092,), auto_detect: bool = True,
                  max_frame: int = 100 << 20, window: int = 4 << 20, detect_budget: int = 64 << 10,
                  timeout: float = 300.0, overtake_limit: int = 8, orphan_delay: float = 10.0,
-                 orphan_requests: int = 8, bodies: bool = True, recent_limit: int = 256,
+                 orphan_requests: int = 32, bodies: bool = True, recent_limit: int = 256,
                  show_secrets: bool = False) -> None:
         self.ports = frozenset(ports)
         self.auto_detect = auto_detect
@@ -251,7 +251,9 @@ class Conversation:
         verdict = detect.classify(
             (f0.buffered(), f1.buffered()),
             (self._seg_starts(0), self._seg_starts(1)),
-            self.client_dir, self.kafka_port, final, opts.detect_budget, opts.max_frame,
+            self.client_dir, self.kafka_port, final,
+            max(opts.detect_budget, opts.window) if self.kafka_port else opts.detect_budget,
+            opts.max_frame,
             self.client_by or "content")
         if verdict is None:
             return
@@ -265,12 +267,16 @@ class Conversation:
             for f in self.framers:
                 f.discard()
             if self.kafka_port:
-                frame = self.conn_first_frame()
-                self._problem(f"frame {frame}: TLS-encrypted, not decodable "
-                              f"(connection {self.conn.index})", run=True)
+                self._problem(f"frame {self.conn.first_frame}: connection {self.conn.index} is "
+                              "TLS-encrypted, not decodable", run=True)
                 self.ctx.stats.tls_connections += 1
             return
         if verdict.kind == OTHER:
+            if final and f0.last_offset is None and f1.last_offset is None:
+                self.state = OTHER              # no payload at all: nothing to report
+                self.summary.protocol = OTHER
+                self.summary.detected_by = "no payload"
+                return
             self._set_other(verdict.reason)
             return
         self.state = verdict.kind
@@ -293,13 +299,6 @@ class Conversation:
             out.append(fr.start(clean))
         self._merged(out[0], out[1])
 
-    def conn_first_frame(self) -> int:
-        for f in self.framers:
-            n = f.first_frame_number()
-            if n:
-                return n
-        return 0
-
     def _set_other(self, reason: str) -> None:
         self.state = OTHER
         self.summary.protocol = OTHER
@@ -307,8 +306,8 @@ class Conversation:
         for f in self.framers:
             f.discard()
         if self.kafka_port:
-            self._problem(f"connection {self.conn.index} on a Kafka port carries no "
-                          f"recognisable Kafka traffic ({reason})", run=True)
+            self._problem(f"frame {self.conn.first_frame}: connection {self.conn.index} on a "
+                          f"Kafka port carries no recognisable Kafka traffic ({reason})", run=True)
 
     def _set_ends(self) -> None:
         conn = self.conn
@@ -485,7 +484,7 @@ class Conversation:
         if self.corr_hi is None or corr > self.corr_hi:
             self.corr_hi = corr
         if msg.body is not None:
-            self.ctx.topic_ids.annotate(api_key, msg.body)
+            self.ctx.topic_ids.annotate(api_key, msg.body, REQUEST, ver)
             decoding.annotate(msg, None, self.ctx.annotate_ctx, self.conn.index)
         if api_key == PRODUCE and self._acks(msg) == 0:
             self._remember(corr, api_key, ver)
@@ -609,7 +608,7 @@ class Conversation:
                 self.sasl_raw = True
                 s.sasl_mechanism = mech
         ctx.topic_ids.learn(api_key, body)
-        ctx.topic_ids.annotate(api_key, body)
+        ctx.topic_ids.annotate(api_key, body, RESPONSE, msg.api_version)
         decoding.annotate(msg, req, ctx.annotate_ctx, self.conn.index)
 
     def _overtake(self, key: tuple) -> None:
@@ -659,18 +658,19 @@ class Conversation:
         else:
             tiers.append(("bytes", all_pairs(None)))
         msg = None
-        if self.ctx.options.bodies and not getattr(stub, "missing", 0):
-            msg = infer_response(stub.raw, tiers)
+        why = "bodies are not decoded" if not self.ctx.options.bodies else \
+            "part of it is missing from the capture"
+        if self.ctx.options.bodies and not stub.missing:
+            msg, why = infer_response(stub.raw, tiers)
         problems: list[str] = []
         if msg is None:
             msg = decoding.header_response(stub.raw, None, None)
-            problems.append("orphan response: no request seen and no API candidate decodes it "
-                            "exactly; left undecoded")
+            problems.append(f"orphan response (its request was not captured) left undecoded: "
+                            f"{why}")
         for attr in ("frame_first", "frame_last", "ts_first", "ts_last", "stream_offset"):
             setattr(msg, attr, getattr(stub, attr))
         msg.problems.extend(stub.problems)
-        if getattr(stub, "missing", 0):
-            msg.missing = stub.missing
+        msg.missing = stub.missing
         self._after_response(msg, None)
         self._emit(o.key, self._exchange(ORPHAN_RESPONSE, None, msg, problems=problems))
 

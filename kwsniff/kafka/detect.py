@@ -12,8 +12,10 @@ Policy (documented in ``docs/conversations.md``):
   frames.
 * On a Kafka port (configured with ``--port`` or learned) little evidence is needed:
   TLS records -> ``tls``; a complete 0.7 request and no modern one -> ``kafka-0.7``;
-  otherwise ``kafka`` as soon as one plausible request is seen, or when the detection
-  budget runs out (framing will then resynchronise and report what it skips).
+  otherwise ``kafka`` as soon as one request decodes exactly or a plausible one has its
+  correlation id echoed by the other side; when the detection budget
+  runs out, ``kafka`` if plausible requests or responses were seen anywhere (framing
+  resynchronises and reports what it skips), else ``other`` (reported as a problem).
 * On any other port the bar is high, to keep false positives low: at least one request
   that is plausible *and* decodes exactly (every byte consumed, no problem) with its
   response's correlation id echoed; a one-way capture needs three chained requests that
@@ -116,6 +118,25 @@ def _response_matches(buf: memoryview, starts: Sequence[int], corrs: Sequence[in
     return best
 
 
+def _response_chain(buf: memoryview, starts: Sequence[int], max_frame: int) -> bool:
+    """Plausible response frames from a segment start: two in a row, or one that ends
+    exactly where the buffered bytes or a TCP segment end."""
+    end = len(buf)
+    bounds = set(starts)
+    for p in _starts(starts):
+        q = p
+        n = 0
+        while True:
+            h = response_size_at(buf, q, end, max_frame)
+            if h is None or q + 4 + h[0] > end:
+                break
+            n += 1
+            q += 4 + h[0]
+            if n >= 2 or q == end or q in bounds:
+                return True
+    return False
+
+
 def _chain07(buf: memoryview, starts: Sequence[int], max_frame: int) -> int:
     end = len(buf)
     best = 0
@@ -162,14 +183,18 @@ def classify(bufs: tuple[memoryview, memoryview], seg_starts: tuple[Sequence[int
                 if _chain07(bufs[d], seg_starts[d], max_frame) > 0:
                     return Verdict(KAFKA07, d, client_by if client_dir is not None else
                                    "content: Kafka 0.7 request")
-        if best is not None and (best[0] > 0 or client_dir is not None):
+        if best is not None and (best[0] > 0 or (client_dir is not None and best[1] > 0)):
             d = best[3]
             return Verdict(KAFKA, d, client_by if client_dir is not None else
                            "content: requests and echoed correlation ids")
-        if best is not None and exhausted:
+        if best is not None and exhausted and best[1] > 0:
             return Verdict(KAFKA, best[3], "content: requests")
         if exhausted:
-            return Verdict(KAFKA, client_dir, client_by if client_dir is not None else "port")
+            for d in dirs:
+                if _response_chain(bufs[1 - d], seg_starts[1 - d], max_frame):
+                    return Verdict(KAFKA, client_dir if client_dir is not None else d,
+                                   "port: responses only")
+            return Verdict(OTHER, client_dir, "no plausible Kafka frame")
         return None
 
     # not a Kafka port: strong evidence only

@@ -11,8 +11,10 @@ likely first:
 
 Within the first tier where at least one candidate decodes the frame *exactly* (no
 problems, every byte consumed), the first such candidate wins and the message's
-``inferred`` is set to ``"<tier>: <n> of <tried> candidates fit"``.  When nothing fits,
-None is returned and the caller keeps the response undecoded.  Never raises.
+``inferred`` is set to ``"<tier>: <n> of <tried> candidates fit"``.  In the broad tiers
+(3.) candidates of *different* APIs fitting make the response ambiguous: it is then
+left undecoded rather than labelled with a guess.  When nothing is chosen, None and
+the reason are returned and the caller keeps the response undecoded.  Never raises.
 """
 
 from __future__ import annotations
@@ -76,15 +78,22 @@ def all_pairs(broker_ranges: dict[int, tuple[int, int]] | None) -> list[tuple[in
     return out
 
 
+#: tiers where the candidates come from the connection's own traffic: several fitting
+#: APIs are resolved by preference; in broader tiers they make the orphan ambiguous
+NARROW_TIERS = ("connection", "client")
+
+
 def infer_response(raw: bytes, tiers: Iterable[tuple[str, list[tuple[int, int]]]],
-                   max_tries: int = 1200) -> KafkaMessage | None:
-    """Decode ``raw`` with the best fitting candidate; see the module contract."""
+                   max_tries: int = 1200) -> tuple[KafkaMessage | None, str]:
+    """Decode ``raw`` with the best fitting candidate; see the module contract.
+
+    Returns ``(message, "")`` on success, else ``(None, why)``.
+    """
     if len(raw) < 4:
-        return None
+        return None, "too short"
     tried: set[tuple[int, int]] = set()
     for tier, pairs in tiers:
-        best: KafkaMessage | None = None
-        fit = 0
+        fits: list[KafkaMessage] = []
         n = 0
         for pair in pairs:
             if pair in tried:
@@ -95,10 +104,23 @@ def infer_response(raw: bytes, tiers: Iterable[tuple[str, list[tuple[int, int]]]
             n += 1
             msg = decoding.try_response(raw, pair[0], pair[1])
             if decoding.decodes_exactly(msg):
-                fit += 1
-                if best is None:
-                    best = msg
-        if best is not None:
-            best.inferred = f"{tier}: {fit} of {n} candidates fit"
-            return best
-    return None
+                fits.append(msg)  # type: ignore[arg-type]
+        if not fits:
+            continue
+        keys = sorted({m.api_key for m in fits if m.api_key is not None})
+        if tier not in NARROW_TIERS and len(keys) > 1:
+            names = ", ".join(_name(k) for k in keys[:8]) + (", ..." if len(keys) > 8 else "")
+            return None, (f"ambiguous: {len(fits)} of {n} candidates fit "
+                          f"({len(keys)} APIs: {names})")
+        best = fits[0]
+        best.inferred = f"{tier}: {len(fits)} of {n} candidates fit"
+        return best, ""
+    return None, f"no candidate decodes it exactly ({len(tried)} tried)"
+
+
+def _name(api_key: int) -> str:
+    try:
+        from kwsniff.kafka.protocol import api_name
+        return str(api_name(api_key))
+    except Exception:  # noqa: BLE001
+        return str(api_key)

@@ -25,6 +25,7 @@ import struct
 from typing import Any
 
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
+from kwsniff.kafka.records import parse_message_set_07
 
 PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS = 0, 1, 2, 3, 4
 REQUEST_NAMES = {PRODUCE: "PRODUCE", FETCH: "FETCH", MULTIFETCH: "MULTIFETCH",
@@ -97,7 +98,8 @@ def _produce_part(r: _Reader, parse_messages: bool) -> dict[str, Any]:
     p = r.take(n)
     data = bytes(r.buf[p:p + n])
     part["MessagesLength"] = n
-    part["Messages"] = _message_set(data, 0) if parse_messages else data
+    part["Messages"] = _message_set(data, 0, part["Topic"], part["Partition"]) \
+        if parse_messages else data
     return part
 
 
@@ -108,9 +110,12 @@ def _fetch_part(r: _Reader) -> dict[str, Any]:
     return part
 
 
-def _message_set(data: bytes, base_offset: int) -> Any:
-    from kwsniff.kafka.records import parse_message_set_07
-    return parse_message_set_07(data, base_offset)
+def _message_set(data: bytes, base_offset: int, topic: str | None = None,
+                 partition: int | None = None) -> Any:
+    ms = parse_message_set_07(data, base_offset)
+    ms.topic = topic
+    ms.partition = partition
+    return ms
 
 
 def parse_request(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None,
@@ -199,7 +204,8 @@ def decode_response(raw: bytes, request: KafkaMessage | None) -> KafkaMessage:
         if rtype == FETCH:
             body["Topic"] = req_body.get("Topic")
             body["Partition"] = req_body.get("Partition")
-            body["Messages"] = _message_set(raw[2:], req_body.get("Offset", 0) or 0)
+            body["Messages"] = _message_set(raw[2:], req_body.get("Offset", 0) or 0,
+                                            body["Topic"], body["Partition"])
             r.pos = len(raw)
         elif rtype == MULTIFETCH:
             fetches = req_body.get("Fetches") or []
@@ -214,7 +220,8 @@ def decode_response(raw: bytes, request: KafkaMessage | None) -> KafkaMessage:
                 req = fetches[i] if i < len(fetches) else {}
                 parts.append({"Topic": req.get("Topic"), "Partition": req.get("Partition"),
                               "ErrorCode": err, "ErrorName": ERROR_NAMES.get(err, "Unknown"),
-                              "Messages": _message_set(raw[p:p + size - 2], req.get("Offset", 0) or 0)})
+                              "Messages": _message_set(raw[p:p + size - 2], req.get("Offset", 0) or 0,
+                                                       req.get("Topic"), req.get("Partition"))})
                 i += 1
             body["Responses"] = parts
             if fetches and len(parts) != len(fetches):

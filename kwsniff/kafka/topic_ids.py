@@ -15,11 +15,12 @@ Contract:
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import lru_cache
 from typing import Any
 
+from kwsniff.kafka.protocol import schema as _schema
+
 METADATA, CREATE_TOPICS, DESCRIBE_TOPIC_PARTITIONS = 3, 19, 75
-#: APIs whose bodies can name topics by id (requests or responses)
-ID_APIS = frozenset({0, 1, 3, 8, 9, 19, 20, 68, 69, 75, 76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91})
 NAME_KEYS = ("Name", "Topic", "TopicName")
 TOPIC_NAME = "_topic_name"
 
@@ -83,11 +84,14 @@ class TopicIds:
                 if tid is not None and isinstance(name, str):
                     self.add(tid, name)
 
-    def annotate(self, api_key: int | None, body: dict[str, Any] | None) -> None:
-        """Add ``_topic_name`` next to every known ``TopicId`` in ``body``."""
-        if body is None or api_key not in ID_APIS:
+    def annotate(self, api_key: int | None, body: dict[str, Any] | None, kind: str = "request",
+                 version: int | None = None) -> None:
+        """Add ``_topic_name`` next to every known ``TopicId`` in ``body`` (a ``kind``
+        message of ``api_key`` at ``version``; only versions with topic ids are walked)."""
+        if body is None or api_key is None or version is None or not self.names:
             return
-        self._walk(body, 0)
+        if has_topic_ids(api_key, kind, version):
+            self._walk(body, 0)
 
     def _walk(self, node: dict[str, Any], depth: int) -> None:
         if depth > 6:
@@ -119,3 +123,21 @@ class TopicIds:
                         self._walk(item, depth + 1)
             elif isinstance(v, dict):
                 self._walk(v, depth + 1)
+
+
+@lru_cache(maxsize=4096)
+def has_topic_ids(api_key: int, kind: str, version: int) -> bool:
+    """Whether this message version has a ``TopicId`` field anywhere (schema table)."""
+    seg = _schema.message_schema(api_key, kind, version)
+    return seg is not None and _fields_have_id(seg[4], version)
+
+
+def _fields_have_id(fields: Any, version: int) -> bool:
+    for row in fields or ():
+        if not _schema.in_range(version, row[_schema.F_VERSIONS]):
+            continue
+        if row[_schema.F_NAME] == "TopicId":
+            return True
+        if row[_schema.F_CHILDREN] and _fields_have_id(row[_schema.F_CHILDREN], version):
+            return True
+    return False
