@@ -205,11 +205,19 @@ def records_stats(records: Any) -> tuple[int, int, int]:
     return batches, count, size
 
 
-def _records_phrase(batches: int, count: int, size: int) -> str:
+def records_exact(records: Any) -> bool:
+    """False while a legacy compressed wrapper in the set was counted as one record."""
+    try:
+        return bool(records.record_count_exact)
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def _records_phrase(batches: int, count: int, size: int, exact: bool = True) -> str:
     parts = []
     if batches:
         parts.append(f"{batches} batch{'es' if batches != 1 else ''}")
-    parts.append(f"{count} record{'s' if count != 1 else ''}")
+    parts.append(f"{'' if exact else '≥'}{count} record{'s' if count != 1 else ''}")
     parts.append(human_bytes(size))
     return " ".join(parts)
 
@@ -231,15 +239,18 @@ def _join(*parts: str | None) -> str:
 
 def _produce_req(b: Body, v: int, f: ExchangeFacts) -> str:
     batches = count = size = 0
+    exact = True
     for t in _dicts(b, "TopicData"):
         for p in _dicts(t, "PartitionData"):
-            bb, cc, ss = records_stats(p.get("Records"))
+            rec = p.get("Records")
+            bb, cc, ss = records_stats(rec)
             batches += bb
             count += cc
             size += ss
+            exact = exact and (rec is None or records_exact(rec))
     txn = b.get("TransactionalId")
     return _join(topic_partitions(_pairs(b, "TopicData", "PartitionData", f)),
-                 _records_phrase(batches, count, size), f"acks={b.get('Acks')}",
+                 _records_phrase(batches, count, size, exact), f"acks={b.get('Acks')}",
                  f"txn={short(txn, 24)}" if txn else None)
 
 

@@ -82,9 +82,17 @@ class TopicNames:
         return len(self._names)
 
 
-def records_count(records: Any) -> int:
-    """Records in a record set, from batch headers (never decodes record bodies)."""
+def records_count(records: Any, exact: bool = False) -> int:
+    """Records in a record set, from batch headers (never decodes magic-2 record bodies).
+
+    A legacy (magic 0/1, 0.7) compressed wrapper counts as one record until its inner
+    messages are decompressed; ``exact`` decompresses such wrappers (only those) first.
+    """
     try:
+        if exact and not records.record_count_exact:
+            for batch in records.batches:
+                if batch.record_count is None and not batch.truncated:
+                    batch.records  # noqa: B018 - decompresses the wrapper (size-limited)
         return int(records.record_count)
     except Exception:  # noqa: BLE001 - a broken record set counts as zero; problems are reported by records.py
         return 0
@@ -102,9 +110,9 @@ class _Collector:
 
     __slots__ = ("topics", "topic_ids", "partitions", "groups", "txn_ids", "members",
                  "producer_ids", "errors", "records", "record_sets", "per_topic",
-                 "names", "resource_topics", "is_response", "group_keys")
+                 "names", "is_response", "group_keys", "exact")
 
-    def __init__(self, names: TopicNames | None, is_response: bool) -> None:
+    def __init__(self, names: TopicNames | None, is_response: bool, exact: bool = False) -> None:
         self.topics: dict[str, None] = {}
         self.topic_ids: dict[str, None] = {}
         self.partitions: dict[int, None] = {}
@@ -119,6 +127,7 @@ class _Collector:
         self.names = names
         self.is_response = is_response
         self.group_keys = False
+        self.exact = exact
 
     def walk(self, obj: dict[str, Any], parent: str | None, topic: str | None) -> None:
         # Resolve this struct's topic first so records below it are attributed to it.
@@ -200,7 +209,7 @@ class _Collector:
             elif kind is dict:
                 self.walk(value, key, topic)
             elif isinstance(value, Records):
-                n = records_count(value)
+                n = records_count(value, self.exact)
                 size = records_size(value)
                 self.records += n
                 self.record_sets += 1
@@ -216,16 +225,18 @@ class _Collector:
 class ExchangeFacts:
     """Lazily computed entities of one exchange (see the module contract)."""
 
-    __slots__ = ("exchange", "_names", "_req", "_resp")
+    __slots__ = ("exchange", "_names", "_req", "_resp", "exact")
 
-    def __init__(self, exchange: Exchange, names: TopicNames | None = None) -> None:
+    def __init__(self, exchange: Exchange, names: TopicNames | None = None,
+                 exact: bool = False) -> None:
         self.exchange = exchange
         self._names = names
+        self.exact = exact          # decompress legacy wrappers for exact record counts
         self._req: _Collector | None = None
         self._resp: _Collector | None = None
 
     def _collect(self, msg: KafkaMessage | None, is_response: bool) -> _Collector:
-        col = _Collector(self._names, is_response)
+        col = _Collector(self._names, is_response, self.exact)
         if msg is not None and isinstance(msg.body, dict):
             body = msg.body
             if msg.api_key == _FIND_COORDINATOR:
@@ -245,6 +256,12 @@ class ExchangeFacts:
     @property
     def names(self) -> TopicNames | None:
         return self._names
+
+    def require_exact(self) -> None:
+        """Switch to exact record counts (recomputing facts already computed)."""
+        if not self.exact:
+            self.exact = True
+            self._req = self._resp = None
 
     def topic_label(self, struct: dict[str, Any]) -> str:
         """The topic a body struct is about: its name, else the learned name of its

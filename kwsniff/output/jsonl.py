@@ -30,7 +30,7 @@ from typing import IO, Any
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.payload import as_text, decode_with_hooks, registered_decoders
 from kwsniff.kafka.records import Batch, Record, Records
-from kwsniff.output.facts import ExchangeFacts, TopicNames, iter_record_sets
+from kwsniff.output.facts import ExchangeFacts, TopicNames, iter_record_sets, records_count
 from kwsniff.output.fields import format_address
 from kwsniff.output.names import api_label, error_label
 
@@ -61,13 +61,15 @@ def decode_bytes(value: dict[str, str] | None) -> bytes | None:
 
 
 def records_summary(records: Records) -> dict[str, Any]:
-    """The export form of a ``records`` field inside a body (batch headers only)."""
+    """The export form of a ``records`` field inside a body (batch headers; legacy
+    compressed wrappers are decompressed to count their messages)."""
+    count = records_count(records, exact=True)
     batches = records.batches
     codecs = sorted({b.codec_name for b in batches if b.attributes is not None})
     return {
         "size": len(records),
         "batch_count": len(batches),
-        "record_count": records.record_count,
+        "record_count": count,
         "codecs": codecs,
         "truncated": records.truncated,
     }
@@ -149,12 +151,13 @@ class ExportEncoder:
         self.problems = 0
 
     def facts(self, exchange: Exchange) -> ExchangeFacts:
-        return ExchangeFacts(exchange, self.names)
+        return ExchangeFacts(exchange, self.names, exact=True)
 
     def exchange_object(self, exchange: Exchange, facts: ExchangeFacts | None = None
                         ) -> dict[str, Any]:
         """The ``"exchange"`` object (see ``docs/export-schema.md``)."""
         f = facts if facts is not None else self.facts(exchange)
+        f.require_exact()   # even if the facts were first made for the display filter
         req, resp = exchange.request, exchange.response
         codes = f.error_codes
         problems = exchange.all_problems() + record_set_problems(exchange, f.names)
