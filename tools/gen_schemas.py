@@ -72,6 +72,7 @@ ENUM_RULES: dict[tuple[int | None, str], str] = {
     (2, "Timestamp"): "ListOffsetsTimestamp",
     (4, "Type"): "LeaderAndIsrType",
     (None, "TimestampType"): "TimestampType",
+    (None, "TransactionStatus"): "TransactionState",
     (60, "EndpointType"): "DescribeClusterEndpointType",
     (74, "ResourceTypes"): "ConfigResourceType",
 }
@@ -261,10 +262,12 @@ def _json_field(d: dict[str, Any], common: dict[str, list[dict[str, Any]]]) -> F
             raise ValueError(f"unknown type {t!r} for field {d['name']!r}")
     nullable = parse_versions(d.get("nullableVersions"))
     tagged = parse_versions(d.get("taggedVersions"))
+    # a tagged field may omit "versions": it then exists in its tagged versions
+    versions = parse_versions(d["versions"]) if "versions" in d else tagged
     return Field(
         name=d["name"],
         type=t,
-        versions=parse_versions(d.get("versions")),
+        versions=versions,
         nullable=None if nullable == NONE_RANGE else nullable,
         tag=None if d.get("tag") is None else int(d["tag"]),
         tagged=None if tagged == NONE_RANGE else tagged,

@@ -86,7 +86,8 @@ def _json_fields(items: list[dict], common: dict[str, list[dict]]) -> list[TFiel
             kids = kids if kids is not None else common[base]
         out.append(TField(
             name=d["name"], type="struct" if base not in PRIMS else base, is_array=arr,
-            versions=_vr(d["versions"]) or (0, -1), nullable=_vr(d.get("nullableVersions")),
+            versions=_vr(d.get("versions") or d.get("taggedVersions")) or (0, -1),
+            nullable=_vr(d.get("nullableVersions")),
             tag=None if d.get("tag") is None else int(d["tag"]),
             tagged=_vr(d.get("taggedVersions")),
             flex=_vr(d["flexibleVersions"]) or (0, -1) if "flexibleVersions" in d else None,

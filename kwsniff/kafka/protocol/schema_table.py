@@ -3857,15 +3857,18 @@ STRUCTS = {
     'TransactionLogValue': ('data', (
         (0, 1, (1, 32767), 'kafka-2024-10', (
             ('ProducerId', 'int64', (0, 32767), None, None, None, None, None, None, None, 'Producer id in use by the transactional id', None),
+            ('PreviousProducerId', 'int64', (1, 32767), None, 0, (1, 32767), None, '-1', None, None, 'Producer id used by the last committed transaction', None),
+            ('NextProducerId', 'int64', (1, 32767), None, 1, (1, 32767), None, '-1', None, None, 'Latest producer ID sent to the producer for the given transactional ID', None),
             ('ProducerEpoch', 'int16', (0, 32767), None, None, None, None, None, None, None, 'Epoch associated with the producer id', None),
             ('TransactionTimeoutMs', 'int32', (0, 32767), None, None, None, None, None, None, None, 'Transaction timeout in milliseconds', None),
-            ('TransactionStatus', 'int8', (0, 32767), None, None, None, None, None, None, None, 'TransactionState the transaction is in', None),
+            ('TransactionStatus', 'int8', (0, 32767), None, None, None, None, None, None, 'TransactionState', 'TransactionState the transaction is in', None),
             ('TransactionPartitions', '[]PartitionsSchema', (0, 32767), (0, 32767), None, None, None, None, None, None, 'Set of partitions involved in the transaction', (
                 ('Topic', 'string', (0, 32767), None, None, None, None, None, None, None, '', None),
                 ('PartitionIds', '[]int32', (0, 32767), None, None, None, None, None, None, None, '', None),
                 )),
             ('TransactionLastUpdateTimestampMs', 'int64', (0, 32767), None, None, None, None, None, None, None, 'Time the transaction was last updated', None),
             ('TransactionStartTimestampMs', 'int64', (0, 32767), None, None, None, None, None, None, None, 'Time the transaction was started', None),
+            ('ClientTransactionVersion', 'int16', (1, 32767), None, 2, (1, 32767), None, '0', None, None, 'The transaction version used by the client', None),
         )),
     )),
     'UnfenceBrokerRecord': ('metadata', (
