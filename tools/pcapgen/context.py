@@ -18,7 +18,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from . import manifest as manifest_mod
 from .capture import CaptureStats, Tcpdump, wait_connections_closed
@@ -56,6 +56,8 @@ class ScenarioContext:
         self._ports: list[int] = []
         self._stats: CaptureStats | None = None
         self._mid_stream = False
+        # callables(doc) run by finish() once the request logs are in the manifest
+        self.post_processors: list[Callable[[dict[str, Any]], None]] = []
 
     # -- clients -------------------------------------------------------------------------
     def rdkafka_conf(self, bootstrap: str, client_id: str, **conf: Any) -> dict[str, Any]:
@@ -64,6 +66,17 @@ class ScenarioContext:
                                 "debug": "protocol"}
         base.update(conf)
         return base
+
+    def request_marker(self) -> tuple[int, int]:
+        """Position in the request logs now: (librdkafka log bytes, python log entries).
+
+        Requests logged between two markers were sent in between (librdkafka writes its
+        "Sent" line before the response can arrive)."""
+        try:
+            size = self.client_log_path.stat().st_size
+        except OSError:
+            size = 0
+        return size, len(self.pylog.requests)
 
     # -- capture -------------------------------------------------------------------------
     def start_capture(self, ports: Iterable[int], *, mid_stream: bool = False) -> None:
@@ -112,7 +125,7 @@ class ScenarioContext:
         assert self._stats is not None
         for r in reqs:
             r["in_capture"] = self._stats.started_at <= r["ts"] <= self._stats.stopped_at
-        reqs.sort(key=lambda r: r["ts"])
+        reqs.sort(key=lambda r: (r["ts"], r.get("_log_offset", 0), r.get("_seq", 0)))
         return reqs
 
     def finish(self, out_dir: Path) -> dict[str, Any]:
@@ -151,6 +164,11 @@ class ScenarioContext:
         doc["requests"] = self._requests()
         if not any(r["in_capture"] for r in doc["requests"]):
             raise ScenarioFailed("no client request was logged during the capture")
+        for post in self.post_processors:
+            post(doc)
+        for r in doc["requests"]:
+            for key in [k for k in r if k.startswith("_")]:
+                del r[key]
         manifest_mod.validate(doc)
         out_dir.mkdir(parents=True, exist_ok=True)
         pcap_out = out_dir / self.capture_file

@@ -38,16 +38,24 @@ def parse_librdkafka_log(text: str, node_ports: dict[str, int]) -> list[dict[str
 
     ``node_ports`` maps broker node ids (as strings) to ports, for the logical
     coordinator handles (``GroupCoordinator/2``) whose names carry no address. The
-    client id is the librdkafka handle name up to ``#`` (set ``client.id``).
+    client id is the librdkafka handle name up to ``#`` (set ``client.id``). Each entry
+    also carries ``_log_offset``, the byte offset of its line (for attributing requests
+    to operations; private keys are stripped before the manifest is written).
     """
     out: list[dict[str, Any]] = []
-    for line in text.splitlines():
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        line_offset = offset
+        offset += len(line.encode("utf-8", errors="replace"))
+        line = line.rstrip("\n")
         if "|SEND|" not in line or " Sent " not in line or " Sent partial " in line:
             continue  # "Sent partial" lines precede the final "Sent" of a large request
         m = _RDK_SEND.match(line)
         if not m:
             raise RequestLogError(f"unparsed librdkafka SEND line: {line}")
         api = m.group("api")
+        if api.endswith("Request"):  # librdkafka names one API "IncrementalAlterConfigsRequest"
+            api = api[: -len("Request")]
         key = api_key_for_name(api)
         if key is None:
             raise RequestLogError(f"unknown librdkafka API name {api!r}: {line}")
@@ -64,7 +72,8 @@ def parse_librdkafka_log(text: str, node_ports: dict[str, int]) -> list[dict[str
             "broker_port": port, "local_port": None, "api_key": key,
             "api_name": API_NAMES[key], "api_version": int(m.group("ver")),
             "correlation_id": int(m.group("corr")), "size": int(m.group("size")),
-            "ts": float(m.group("ts")), "source": "librdkafka-debug-log"})
+            "ts": float(m.group("ts")), "source": "librdkafka-debug-log",
+            "_log_offset": line_offset})
     return out
 
 
@@ -135,7 +144,7 @@ class PythonClientRequestLog:
             "client_id": client_id, "broker_port": broker_port, "local_port": local_port,
             "api_key": key, "api_name": API_NAMES.get(key, f"api-{key}"),
             "api_version": int(request.API_VERSION), "correlation_id": int(correlation_id),
-            "size": None, "ts": ts, "source": source})
+            "size": None, "ts": ts, "source": source, "_seq": len(self.requests)})
 
     def _on_kafka_python(self, record: logging.LogRecord) -> None:
         if record.msg != "%s Request %d: %s":
