@@ -47,12 +47,14 @@ class EngineOptions:
     auto_detect: bool = True             # also find Kafka on other ports by content
     timeout: float = 300.0               # seconds of capture time before "unanswered"
     orphan_delay: float = 10.0           # seconds an orphan waits for inference evidence
+    acks0_grace: float = 1.0             # seconds an acks=0 Produce waits for a stray response
     overtake_limit: int = 8              # later answered requests that make one unanswered
     max_frame: int = 100 << 20           # largest plausible Kafka message (bytes)
     resync_window: int = 4 << 20         # bytes examined while resynchronising
     detect_budget: int = 64 << 10        # bytes per direction examined for detection
     reorder_limit: int = 10_000          # exchanges held back for capture order
     bodies: bool = True                  # decode bodies (False: headers only, faster)
+    show_secrets: bool = False           # keep SASL passwords/tokens unmasked
     max_problems: int = 1000             # run problems kept (the rest are counted)
     max_connection_summaries: int = 100_000
     tcp: TcpOptions | None = None        # TCP layer limits
@@ -119,7 +121,8 @@ class Engine:
             ports=opts.ports, auto_detect=opts.auto_detect, max_frame=opts.max_frame,
             window=opts.resync_window, detect_budget=opts.detect_budget, timeout=opts.timeout,
             overtake_limit=opts.overtake_limit, orphan_delay=opts.orphan_delay,
-            bodies=opts.bodies), self.summary, opts.reorder_limit)
+            bodies=opts.bodies, show_secrets=opts.show_secrets, acks0_grace=opts.acks0_grace),
+            self.summary, opts.reorder_limit)
         self.convs: dict[int, Conversation] = {}
         self.connections: dict[int, ConnectionSummary] = {}
         self._next_sweep: float | None = None

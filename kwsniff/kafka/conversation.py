@@ -9,7 +9,10 @@ Contract:
 * Until it knows what the connection carries it buffers bytes (bounded by the
   detection budget) and asks :func:`kwsniff.kafka.detect.classify`.
 * Pairing (modern protocol): by correlation id.  Produce with ``acks=0`` ->
-  ``no_response_expected`` at once.  A waiting request becomes ``unanswered`` when the
+  ``no_response_expected``, after a short grace (``acks0_grace`` seconds of capture time,
+  or until a later request of the connection is answered) during which a response that
+  some brokers send anyway still pairs with it (with a problem saying so).  A waiting
+  request becomes ``unanswered`` when the
   connection closes or the capture ends, when ``timeout`` seconds of capture time pass,
   when ``overtake_limit`` later requests of the connection were answered (brokers answer
   in order), or when its correlation id is reused.  A response with an unknown
@@ -61,13 +64,13 @@ class Options:
 
     __slots__ = ("ports", "auto_detect", "max_frame", "window", "detect_budget", "timeout",
                  "overtake_limit", "orphan_delay", "orphan_requests", "bodies", "recent_limit",
-                 "show_secrets")
+                 "show_secrets", "acks0_grace")
 
     def __init__(self, ports: Iterable[int] = (9092,), auto_detect: bool = True,
                  max_frame: int = 100 << 20, window: int = 4 << 20, detect_budget: int = 64 << 10,
                  timeout: float = 300.0, overtake_limit: int = 8, orphan_delay: float = 10.0,
                  orphan_requests: int = 32, bodies: bool = True, recent_limit: int = 256,
-                 show_secrets: bool = False) -> None:
+                 show_secrets: bool = False, acks0_grace: float = 1.0) -> None:
         self.ports = frozenset(ports)
         self.auto_detect = auto_detect
         self.max_frame = max_frame
@@ -80,6 +83,7 @@ class Options:
         self.bodies = bodies
         self.recent_limit = recent_limit
         self.show_secrets = show_secrets
+        self.acks0_grace = acks0_grace
 
 
 class Context:
@@ -220,12 +224,13 @@ class Conversation:
         limit = now - opts.timeout
         why = f"no response within {opts.timeout:g} s of capture time"
         changed = False
-        while self.pending:
-            p = next(iter(self.pending.values()))
-            if p.msg.ts_last >= limit:
+        grace = now - opts.acks0_grace
+        for p in list(self.pending.values()):
+            if p.msg.ts_last < limit or (p.kind == "acks0" and p.msg.ts_last < grace):
+                self._unanswered(p, why)
+                changed = True
+            elif p.msg.ts_last >= grace:
                 break
-            self._unanswered(p, why)
-            changed = True
         while self.fifo and self.fifo[0].msg.ts_last < limit:
             self._unanswered(self.fifo.popleft(), why)
             changed = True
@@ -486,11 +491,9 @@ class Conversation:
         if msg.body is not None:
             self.ctx.topic_ids.annotate(api_key, msg.body, REQUEST, ver)
             decoding.annotate(msg, None, self.ctx.annotate_ctx, self.conn.index)
+        kind = "kafka"
         if api_key == PRODUCE and self._acks(msg) == 0:
-            self._remember(corr, api_key, ver)
-            self._emit(key, self._exchange(NO_RESPONSE_EXPECTED, msg, None))
-            self._count_request()
-            return
+            kind = "acks0"
         if api_key == SASL_HANDSHAKE and ver == 0:
             mech = msg.body.get("Mechanism") if msg.body else None
             self.sasl_wait[corr] = mech
@@ -499,7 +502,7 @@ class Conversation:
         if old is not None:
             self._unanswered(old, f"correlation id {corr} was reused by a later request "
                                   f"(frame {f.frame_first}) before a response")
-        p = Pending(key, msg, self, "kafka")
+        p = Pending(key, msg, self, kind)
         self.pending[corr] = p
         self._count_request()
 
@@ -543,7 +546,9 @@ class Conversation:
             msg = self._decode_response(raw, req.api_key, req.api_version, f)
             self._place(msg, f)
             self._after_response(msg, req)
-            self._emit(p.key, self._exchange(PAIRED, req, msg))
+            problems = ["the broker answered a Produce request sent with acks=0"] \
+                if p.kind == "acks0" else None
+            self._emit(p.key, self._exchange(PAIRED, req, msg, problems=problems))
             self._overtake(p.key)
             return
         if self.sasl_raw:
@@ -618,7 +623,9 @@ class Conversation:
             if q.key >= key:
                 break
             q.overtaken += 1
-            if q.overtaken >= limit:
+            if q.kind == "acks0":
+                self._unanswered(q, "")
+            elif q.overtaken >= limit:
                 self._unanswered(q, f"no response: {q.overtaken} later requests on this "
                                     "connection were answered first")
 
@@ -626,10 +633,13 @@ class Conversation:
         if p.done:
             return
         p.done = True
-        if p.kind == "kafka":
+        if p.kind == "kafka" or p.kind == "acks0":
             if self.pending.get(p.corr) is p:
                 del self.pending[p.corr]
             self._remember(p.corr, p.msg.api_key, p.msg.api_version)
+            if p.kind == "acks0":
+                self._emit(p.key, self._exchange(NO_RESPONSE_EXPECTED, p.msg, None))
+                return
         elif p.kind == "orphan":
             return
         proto = PROTO_SASL if p.kind == "sasl" else (legacy07.PROTOCOL if p.kind == "0.7" else "kafka")
