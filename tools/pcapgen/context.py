@@ -124,7 +124,10 @@ class ScenarioContext:
             raise ScenarioFailed("; ".join(self.pylog.errors))
         assert self._stats is not None
         for r in reqs:
-            r["in_capture"] = self._stats.started_at <= r["ts"] <= self._stats.stopped_at
+            # librdkafka log timestamps are truncated to milliseconds
+            slack = 0.001 if r["source"] == "librdkafka-debug-log" else 0.0
+            r["in_capture"] = (self._stats.started_at - slack <= r["ts"]
+                               <= self._stats.stopped_at)
         reqs.sort(key=lambda r: (r["ts"], r.get("_log_offset", 0), r.get("_seq", 0)))
         return reqs
 
