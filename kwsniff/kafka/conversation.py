@@ -498,6 +498,9 @@ class Conversation:
             mech = msg.body.get("Mechanism") if msg.body else None
             self.sasl_wait[corr] = mech
             s.sasl_mechanism = mech
+        if self.orphans and kind == "kafka" and self._claim_orphan(corr, msg, key):
+            self._count_request()
+            return
         old = self.pending.pop(corr, None)
         if old is not None:
             self._unanswered(old, f"correlation id {corr} was reused by a later request "
@@ -505,6 +508,28 @@ class Conversation:
         p = Pending(key, msg, self, kind)
         self.pending[corr] = p
         self._count_request()
+
+    def _claim_orphan(self, corr: int, req: KafkaMessage, key: tuple) -> bool:
+        """A request framed late (after resynchronisation) whose response was already
+        seen and is still held as an orphan: pair them."""
+        for o in self.orphans:
+            if o.corr == corr and not o.done and o.msg.ts_last >= req.ts_last:
+                self.orphans.remove(o)
+                o.done = True
+                stub = o.msg
+                f = Frame(stub.raw, stub.stream_offset, stub.frame_first, stub.frame_last,
+                          stub.ts_first, stub.ts_last, stub.missing, 0)
+                msg = self._decode_response(stub.raw, req.api_key, req.api_version, f)
+                f.missing = 0
+                self._place(msg, f)      # stub.problems already describe gaps and skips
+                msg.missing = stub.missing
+                msg.problems.extend(stub.problems)
+                self._after_response(msg, req)
+                self._emit(key, self._exchange(PAIRED, req, msg))
+                if not self.orphans:
+                    self.requests_since_orphan = 0
+                return True
+        return False
 
     def _count_request(self) -> None:
         if self.orphans:
