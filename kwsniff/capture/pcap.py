@@ -11,7 +11,7 @@ A record header that cannot be valid sets :attr:`PcapWalker.error` and stops the
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 from kwsniff.capture.packet import MAX_RECORD, Packet
 
@@ -50,9 +50,11 @@ class PcapWalker:
         self._rec = struct.Struct(order + ("IIII8x" if modified else "IIII"))
         self._hdrlen = self._rec.size
 
-    def walk(self, buf: bytes | memoryview, pos: int, end: int
+    def walk(self, buf: bytes | memoryview, pos: int, end: int,
+             on_end: Callable[[bytes | memoryview, int, int], None] | None = None
              ) -> Generator[Packet, None, int]:
-        """Yield every complete record in ``buf[pos:end]``; return where the walk stopped."""
+        """Yield every complete record in ``buf[pos:end]``; return where the walk stopped
+        (after calling ``on_end(buf, pos, end)`` if given)."""
         unpack = self._rec.unpack_from
         hdrlen = self._hdrlen
         units = self.units
@@ -72,6 +74,8 @@ class PcapWalker:
             self.frame = frame
             yield (frame, sec + frac / units, linktype, buf[start:stop], orig)
             pos = stop
+        if on_end is not None:
+            on_end(buf, pos, end)
         return pos
 
     def truncation_problem(self, buf: bytes | memoryview, pos: int, end: int) -> str:

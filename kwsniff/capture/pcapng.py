@@ -14,7 +14,7 @@ no timestamp and get the previous packet's.
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from kwsniff.capture.packet import MAX_RECORD, Packet
@@ -86,9 +86,11 @@ class PcapngWalker:
         self._epb = struct.Struct(order + "IIIII")
         self._len = struct.Struct(order + "I")
 
-    def walk(self, buf: bytes | memoryview, pos: int, end: int
+    def walk(self, buf: bytes | memoryview, pos: int, end: int,
+             on_end: Callable[[bytes | memoryview, int, int], None] | None = None
              ) -> Generator[Packet, None, int]:
-        """Yield the packets of every complete block in ``buf[pos:end]``; return where it stopped."""
+        """Yield the packets of every complete block in ``buf[pos:end]``; return where it
+        stopped (after calling ``on_end(buf, pos, end)`` if given)."""
         hdr = self._hdr.unpack_from
         epb = self._epb.unpack_from
         blen_at = self._len.unpack_from
@@ -151,6 +153,8 @@ class PcapngWalker:
                 ifaces = self._ifaces
             pos += blen
         self._last_ts = ts
+        if on_end is not None:
+            on_end(buf, pos, end)
         return pos
 
     def _bad_block(self, kind: str, pos: int, frame: int) -> str:

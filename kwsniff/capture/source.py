@@ -60,7 +60,7 @@ class CaptureSource:
         self._reader = reader
         self._head = head
         self._owned = owned or []
-        self._iterator: Generator[Packet, None, None] | None = None
+        self._iterator: Generator[Packet, None, object] | None = None
         self._closed = False
 
     @property
@@ -86,15 +86,13 @@ class CaptureSource:
             raise ValueError(f"{self.name}: capture source is closed")
         if self._iterator is not None:
             raise RuntimeError(f"{self.name}: a capture source can be iterated only once")
-        self._iterator = self._walk_mapped() if self._mapped is not None else self._walk_stream()
+        if self._mapped is not None:
+            # the walker itself is the iterator: no extra generator layer per packet
+            self._iterator = self._walker.walk(self._mapped, self._start, len(self._mapped),
+                                               self._finish)
+        else:
+            self._iterator = self._walk_stream()
         return self._iterator
-
-    def _walk_mapped(self) -> Generator[Packet, None, None]:
-        buf = self._mapped
-        assert buf is not None
-        end = len(buf)
-        pos = yield from self._walker.walk(buf, self._start, end)
-        self._finish(buf, pos, end)
 
     def _walk_stream(self) -> Generator[Packet, None, None]:
         walker = self._walker
@@ -250,7 +248,7 @@ def _open(name: str, fileobj: BinaryIO, owned: list[object]) -> CaptureSource:
         reader = decompressing_reader(compression, raw)
         owned.append(reader)
     try:
-        head = read_at_least(reader, FILE_HEADER_LEN, CHUNK)
+        head = read_at_least(reader, FILE_HEADER_LEN, max(FILE_HEADER_LEN, CHUNK))
     except Exception as err:  # noqa: BLE001 - decompressors raise many types on bad data
         what = f"{compression} data" if compression else "input"
         raise CaptureError(f"{name}: {what} is corrupt or unreadable "

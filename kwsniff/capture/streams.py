@@ -10,6 +10,7 @@ input). :class:`PrefixedReader` replays bytes already read from a non-seekable i
 from __future__ import annotations
 
 import io
+import zlib
 from typing import BinaryIO
 
 # (magic prefix, name) in the order they are tested
@@ -58,11 +59,68 @@ class PrefixedReader(io.RawIOBase):
         return k
 
 
+class GzipReader(io.RawIOBase):
+    """Streaming gzip decompression (all members) straight on zlib, bounded per read.
+
+    ``read1(n)``/``read(n)`` return at most ``n`` decompressed bytes; a truncated stream
+    raises EOFError and bytes after the last member that are not another member raise
+    ValueError, once everything before them has been returned.
+    """
+
+    IN_CHUNK = 1 << 18
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__()
+        self._raw = raw
+        self._read_raw = getattr(raw, "read1", raw.read)
+        self._z = zlib.decompressobj(31)
+        self._pending = b""       # compressed input not yet given to ``_z``
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = 1 << 20
+        while not self._done:
+            z = self._z
+            if z.eof:
+                rest = z.unused_data + self._pending
+                self._pending = b""
+                if not rest:
+                    rest = self._read_raw(self.IN_CHUNK)
+                    if not rest:
+                        self._done = True
+                        break
+                if not rest.startswith(b"\x1f\x8b"):
+                    self._done = True
+                    raise ValueError(f"{len(rest)}+ bytes after the last gzip member are "
+                                     "not gzip data")
+                self._z = z = zlib.decompressobj(31)
+                self._pending = rest
+            data = z.unconsumed_tail or self._pending or self._read_raw(self.IN_CHUNK)
+            self._pending = b""
+            if not data:
+                self._done = True
+                raise EOFError("compressed data ends before the end of the gzip stream")
+            out = z.decompress(data, n)
+            if out:
+                return out
+        return b""
+
+    read = read1
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read1(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+
 def decompressing_reader(name: str, raw: BinaryIO) -> BinaryIO:
     """A file object reading the decompressed content of ``raw`` (``name`` from detection)."""
     if name == "gzip":
-        import gzip
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return GzipReader(raw)  # type: ignore[return-value]
     if name == "bzip2":
         import bz2
         return bz2.BZ2File(raw, mode="rb")

@@ -1,11 +1,14 @@
 """Link, IP and TCP header parsing: packet tuple -> TCP segment tuple (or None).
 
 Contract: :meth:`PacketParser.parse` takes the fields of a packet tuple and returns
-a **segment tuple** ``(src, sport, dst, dport, seq, ack, flags, payload, missing)``
-for TCP packets and None for everything else. ``src``/``dst`` are the raw 4- or
-16-byte addresses (see :func:`format_ip`); ``flags`` the TCP flag byte; ``payload``
-the captured TCP payload; ``missing`` how many payload bytes the IP header announces
-beyond what was captured (snap-length truncation; never invented). Supported link
+a **segment tuple** ``(key, seq, ack, flags, payload, missing)`` for TCP packets and
+None for everything else. ``key`` is the flow key: the raw source and destination
+addresses (4 or 16 bytes each) followed by source and destination ports (2 bytes each,
+big-endian) — on Ethernet/IPv4 exactly the 12 bytes from the IP source address on, so
+the hot path gets it with one slice (:func:`split_key` decodes it, :func:`reverse_key`
+gives the other direction's). ``flags`` is the TCP flag byte; ``payload`` the captured
+TCP payload; ``missing`` how many payload bytes the IP header announces beyond what was
+captured (snap-length truncation; never invented). Supported link
 types: Ethernet with any number of 802.1Q/802.1ad tags, Linux cooked v1/v2, NULL
 and LOOP, raw IP. IPv4 options and IPv6 extension headers are skipped; fragments
 are reassembled (:mod:`kwsniff.tcp.ipfrag`). Malformed or unsupported packets never
@@ -21,7 +24,7 @@ from kwsniff.capture import linktypes as lt
 from kwsniff.tcp.ipfrag import FragmentReassembler
 from kwsniff.tcp.problems import ProblemLog
 
-Segment = tuple[bytes, int, bytes, int, int, int, int, bytes, int]
+Segment = tuple[bytes, int, int, int, bytes, int]
 
 ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD
@@ -36,12 +39,14 @@ IPV6_FRAGMENT = 44
 AF_INET_VALUES = frozenset((2,))
 AF_INET6_VALUES = frozenset((10, 24, 28, 30))
 
-# From IPv4 byte 2: total length, (id), flags+fragment offset, (ttl), protocol,
-# (checksum), source, destination; then the 20-byte TCP header's first 14 bytes.
-_V4_TCP = struct.Struct("!H2xHxB2x4s4sHHIIH")
+# Ethernet fast path, from byte 12: EtherType, IPv4 version+IHL, (TOS), total length,
+# (id), flags+fragment offset, (TTL), protocol, (checksum, addresses, TCP ports), then
+# TCP sequence, acknowledgment, data offset+flags.
+_ETH_V4_TCP = struct.Struct("!HBxH2xHxB14xIIH")
 _V4 = struct.Struct("!H2xHxB2x4s4s")
 _TCP = struct.Struct("!HHIIH")
 _U16 = struct.Struct("!H")
+_PORTS = struct.Struct("!HH")
 
 
 def format_ip(addr: bytes) -> str:
@@ -49,6 +54,24 @@ def format_ip(addr: bytes) -> str:
     if len(addr) == 4:
         return socket.inet_ntop(socket.AF_INET, addr)
     return socket.inet_ntop(socket.AF_INET6, addr)
+
+
+def flow_key(src: bytes, sport: int, dst: bytes, dport: int) -> bytes:
+    """The flow key of a segment from ``src:sport`` to ``dst:dport`` (raw addresses)."""
+    return bytes(src) + bytes(dst) + _PORTS.pack(sport, dport)
+
+
+def split_key(key: bytes) -> tuple[str, int, str, int]:
+    """``(source ip, source port, destination ip, destination port)`` of a flow key."""
+    half = (len(key) - 4) >> 1
+    sport, dport = _PORTS.unpack_from(key, 2 * half)
+    return format_ip(key[:half]), sport, format_ip(key[half:2 * half]), dport
+
+
+def reverse_key(key: bytes) -> bytes:
+    """The flow key of the opposite direction."""
+    half = (len(key) - 4) >> 1
+    return key[half:2 * half] + key[:half] + key[2 * half + 2:] + key[2 * half:2 * half + 2]
 
 
 class PacketParser:
@@ -67,18 +90,20 @@ class PacketParser:
     def parse(self, frame: int, ts: float, linktype: int, data: bytes | memoryview,
               orig_len: int) -> Segment | None:
         """The TCP segment in this packet, or None (see the module docstring)."""
+        if type(data) is not bytes:
+            data = bytes(data)
         if linktype == 1:
             n = len(data)
             # fast path: Ethernet, IPv4 without options, unfragmented TCP
-            if n >= 48 and data[12] == 8 and data[13] == 0 and data[14] == 0x45:
-                tot, frag, proto, src, dst, sport, dport, seq, ack, offflags = \
-                    _V4_TCP.unpack_from(data, 16)
-                if proto == IPPROTO_TCP and not frag & 0x3FFF:
+            if n >= 48:
+                ethertype, vihl, tot, frag, proto, seq, ack, offflags = \
+                    _ETH_V4_TCP.unpack_from(data, 12)
+                if (ethertype == ETH_IPV4 and vihl == 0x45 and proto == IPPROTO_TCP
+                        and not frag & 0x3FFF):
                     start = 34 + ((offflags >> 12) << 2)
                     end = 14 + tot
                     if end <= n and 54 <= start <= end:
-                        return (src, sport, dst, dport, seq, ack, offflags & 0xFF,
-                                data[start:end], 0)
+                        return (data[26:38], seq, ack, offflags & 0xFF, data[start:end], 0)
             return self._ethernet(frame, ts, data, 12, orig_len)
         if linktype == lt.LINUX_SLL2:
             if len(data) < 20:
@@ -285,9 +310,9 @@ class PacketParser:
             if not missing or start > end + missing:
                 return self._bad(frame, f"TCP header ({hl} bytes) longer than the segment")
             # headers cut by the snap length: every payload byte is missing
-            return (bytes(src), sport, bytes(dst), dport, seq, ack, offflags & 0xFF, b"",
-                    missing - (start - end))
-        return (bytes(src), sport, bytes(dst), dport, seq, ack, offflags & 0xFF,
+            return (bytes(src) + bytes(dst) + bytes(data[pos:pos + 4]), seq, ack,
+                    offflags & 0xFF, b"", missing - (start - end))
+        return (bytes(src) + bytes(dst) + bytes(data[pos:pos + 4]), seq, ack, offflags & 0xFF,
                 bytes(data[start:end]), missing)
 
     # -- problems -----------------------------------------------------------------------

@@ -29,6 +29,7 @@ Policy (documented in ``docs/tcp-reassembly.md``):
 from __future__ import annotations
 
 from bisect import bisect_right, insort
+from collections.abc import Sequence
 from operator import itemgetter
 
 from kwsniff.tcp import connection as cx
@@ -46,7 +47,7 @@ from kwsniff.tcp.events import (
     StreamData,
     StreamGap,
 )
-from kwsniff.tcp.packet import Segment, format_ip
+from kwsniff.tcp.packet import Segment, reverse_key, split_key
 from kwsniff.tcp.problems import ProblemLog
 
 FIN = 0x01
@@ -62,6 +63,7 @@ _HALF = 0x80000000
 PIECE_OVERHEAD = 64
 
 _START = itemgetter(0)
+_NO_EVENTS: tuple[Event, ...] = ()
 
 
 class _Direction:
@@ -91,7 +93,7 @@ class _Flow:
 
     __slots__ = ("conn", "dirs", "closed", "keys")
 
-    def __init__(self, conn: Connection, keys: tuple[tuple, tuple]) -> None:
+    def __init__(self, conn: Connection, keys: tuple[bytes, bytes]) -> None:
         self.conn = conn
         self.dirs = (_Direction(), _Direction())
         self.closed = False
@@ -109,7 +111,7 @@ class TcpReassembler:
         self.max_total_buffer = max_total_buffer
         self.max_connections = max_connections
         self.gap_on_ack = gap_on_ack
-        self._table: dict[tuple, tuple[_Flow, int]] = {}
+        self._table: dict[bytes, tuple[_Flow, int]] = {}
         self._flows: dict[int, _Flow] = {}     # tracked flows (open and closed) by index
         self._next_index = 0
         self._buffered = 0
@@ -124,45 +126,52 @@ class TcpReassembler:
 
     # -- feeding -------------------------------------------------------------------------
 
-    def feed(self, frame: int, ts: float, seg: Segment) -> list[Event]:
-        """Process one segment captured in ``frame`` at ``ts``; return the events it causes."""
-        entry = self._table.get((seg[0], seg[1], seg[2], seg[3]))
-        flags = seg[6]
-        if entry is None or flags & _CONTROL or entry[0].closed:
+    def feed(self, frame: int, ts: float, seg: Segment) -> Sequence[Event]:
+        """Process one segment captured in ``frame`` at ``ts``; return the events it causes
+        (a list, or an empty tuple when there are none)."""
+        key, seq, ack, flags, payload, missing = seg
+        entry = self._table.get(key)
+        if entry is None or flags & _CONTROL:
             return self._feed_slow(frame, ts, seg, entry)
         flow, d = entry
+        if flow.closed:
+            return self._feed_slow(frame, ts, seg, entry)
         conn = flow.conn
         conn.last_ts = ts
         conn.last_frame = frame
         conn.packets[d] += 1
-        payload = seg[7]
-        missing = seg[8]
-        events: list[Event] = []
+        events: list[Event] | None = None
         if flags & ACK:
-            peer = flow.dirs[1 - d]
-            peer.ack = seg[5]
+            peer = flow.dirs[d ^ 1]
+            peer.ack = ack
             if (peer.pending or peer.fin is not None) and self.gap_on_ack:
-                self._acked(flow, 1 - d, frame, ts, events)
+                events = []
+                self._acked(flow, d ^ 1, frame, ts, events)
         if not payload and not missing:
-            return events
+            return events or _NO_EVENTS
         n = len(payload)
         conn.bytes[d] += n + missing
         ds = flow.dirs[d]
         if conn.ignored:
             if ds.pending:
                 self._discard(ds)
+            return events or _NO_EVENTS
+        base = ds.base
+        nxt = ds.next
+        if base is None:
+            base = ds.base = seq
+        rel = (seq - base - nxt) & _M32
+        if not rel and not missing and not ds.pending and ds.fin is None:
+            # the common case: the next bytes, in order
+            ds.next = nxt + n
+            if events is None:
+                return [StreamData(conn, d, nxt, payload, frame, ts)]
+            events.append(StreamData(conn, d, nxt, payload, frame, ts))
             return events
-        if ds.base is None:
-            ds.base = seg[4]
-            off = ds.next
-        else:
-            nxt = ds.next
-            off = nxt + ((seg[4] - ds.base - nxt + _HALF) & _M32) - _HALF
-        if off == ds.next and not missing and not ds.pending and ds.fin is None:
-            ds.next = off + n
-            events.append(StreamData(conn, d, off, payload, frame, ts))
-            return events
-        self._data(flow, d, off, payload, missing, frame, ts, events)
+        if events is None:
+            events = []
+        self._data(flow, d, nxt + ((rel + _HALF) & _M32) - _HALF, payload, missing, frame, ts,
+                   events)
         if ds.fin is not None:
             self._close_if_finished(flow, frame, ts, events)
         return events
@@ -178,7 +187,7 @@ class TcpReassembler:
     def _feed_slow(self, frame: int, ts: float, seg: Segment,
                    entry: tuple[_Flow, int] | None) -> list[Event]:
         """Segments with SYN/FIN/RST, for new 4-tuples, or for closed connections."""
-        src, sport, dst, dport, seq, ack, flags, payload, missing = seg
+        key, seq, ack, flags, payload, missing = seg
         events: list[Event] = []
         if entry is not None:
             flow, d = entry
@@ -195,7 +204,7 @@ class TcpReassembler:
                 conn.last_frame = frame
                 return events
         if entry is None:
-            flow = self._open(src, sport, dst, dport, flags, frame, ts, events)
+            flow = self._open(key, flags, frame, ts, events)
             d = 0
         conn = flow.conn
         conn.last_ts = ts
@@ -244,17 +253,16 @@ class TcpReassembler:
             return False                              # SYN-ACK answering a SYN we saw
         return flow.dirs[1 - d].isn is None           # SYN on a connection seen mid-stream
 
-    def _open(self, src: bytes, sport: int, dst: bytes, dport: int, flags: int, frame: int,
-              ts: float, events: list[Event]) -> _Flow:
+    def _open(self, key_ab: bytes, flags: int, frame: int, ts: float,
+              events: list[Event]) -> _Flow:
         if len(self._flows) >= self.max_connections:
             self._evict(frame, ts, events)
         a_is_client = None
         if flags & SYN:
             a_is_client = not flags & ACK
-        conn = Connection(self._next_index, (format_ip(src), sport), (format_ip(dst), dport),
-                          a_is_client, ts, frame)
-        key_ab = (src, sport, dst, dport)
-        key_ba = (dst, dport, src, sport)
+        src, sport, dst, dport = split_key(key_ab)
+        conn = Connection(self._next_index, (src, sport), (dst, dport), a_is_client, ts, frame)
+        key_ba = reverse_key(key_ab)
         flow = _Flow(conn, (key_ab, key_ba))
         self._table[key_ab] = (flow, 0)
         self._table[key_ba] = (flow, 1)

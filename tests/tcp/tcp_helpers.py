@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from kwsniff.tcp.events import ConnectionClosed, ConnectionOpened, StreamData, StreamGap
+from kwsniff.tcp.packet import flow_key
 from kwsniff.tcp.reassembly import ACK, FIN, RST, SYN, TcpReassembler
 
 CLIENT = (bytes([10, 0, 0, 1]), 40000)
@@ -14,7 +15,8 @@ M32 = 0xFFFFFFFF
 
 def seg(src, dst, seq, ack=0, flags=ACK, payload=b"", missing=0):
     """A segment tuple as PacketParser produces it."""
-    return (src[0], src[1], dst[0], dst[1], seq & M32, ack & M32, flags, payload, missing)
+    return (flow_key(src[0], src[1], dst[0], dst[1]), seq & M32, ack & M32, flags, payload,
+            missing)
 
 
 class Side:

@@ -22,7 +22,7 @@ from scapy.layers.l2 import ARP, CookedLinux, CookedLinuxV2, Dot1AD, Dot1Q, Ethe
 from scapy.packet import Raw
 
 from kwsniff.capture import linktypes as lt
-from kwsniff.tcp.packet import PacketParser, format_ip
+from kwsniff.tcp.packet import PacketParser, reverse_key, split_key
 
 V4 = ("192.0.2.1", "198.51.100.7")
 MACS = {"src": "02:00:00:00:00:01", "dst": "02:00:00:00:00:02"}
@@ -44,8 +44,8 @@ def parse(linktype, pkt, orig_len=None, parser=None):
 
 def check(seg, family=V4, payload=PAYLOAD, missing=0):
     assert seg is not None
-    src, sport, dst, dport, seq, ack, flags, data, miss = seg
-    assert (format_ip(src), sport, format_ip(dst), dport) == (family[0], 51000, family[1], 9092)
+    key, seq, ack, flags, data, miss = seg
+    assert split_key(key) == (family[0], 51000, family[1], 9092)
     assert (seq, ack, flags) == (0x01020304, 0xA0B0C0D0, 0x18)
     assert data == payload
     assert miss == missing
@@ -61,7 +61,7 @@ def test_ethernet_padding_is_not_payload():
     pkt = Ether(**MACS) / IP(src=V4[0], dst=V4[1]) / TCP(sport=51000, dport=9092, flags="A")
     data = bytes(pkt) + b"\0" * (60 - len(bytes(pkt)))   # minimum Ethernet frame
     seg = PacketParser().parse(1, 0.0, 1, data, len(data))
-    assert seg is not None and seg[7] == b"" and seg[8] == 0
+    assert seg is not None and seg[4] == b"" and seg[5] == 0
 
 
 def test_tcp_options_are_skipped():
@@ -275,3 +275,15 @@ def test_fuzzed_bytes_never_raise():
         data = bytes(data[:rng.randint(0, len(data))])
         p.parse(i, float(i), rng.choice([1, 276, 113, 0, 101]), data, len(data) + rng.randint(0, 9))
     p.finish()
+
+
+def test_flow_keys():
+    seg4, _ = parse(lt.ETHERNET, Ether(**MACS) / IP(src=V4[0], dst=V4[1]) / tcp())
+    seg6, _ = parse(lt.RAW, IPv6(src=V6[0], dst=V6[1]) / tcp())
+    for seg, family in ((seg4, V4), (seg6, V6)):
+        key = seg[0]
+        assert split_key(reverse_key(key)) == (family[1], 9092, family[0], 51000)
+        assert reverse_key(reverse_key(key)) == key
+    # the fast path (one slice) and the general path build the same key
+    slow, _ = parse(lt.ETHERNET, Ether(**MACS) / Dot1Q(vlan=1) / IP(src=V4[0], dst=V4[1]) / tcp())
+    assert slow[0] == seg4[0]

@@ -23,6 +23,7 @@ from kwsniff.tcp.events import (
     ConnectionClosed,
     ConnectionOpened,
 )
+from kwsniff.tcp.packet import flow_key
 from kwsniff.tcp.reassembly import ACK, FIN, PIECE_OVERHEAD, SYN, TcpReassembler
 
 
@@ -151,7 +152,7 @@ def test_stream_longer_than_4gib_offsets_keep_growing():
     seen = []
     for i in range(5):
         # jump 1 GiB forward each time by pretending 1 GiB was delivered
-        flow = r._table[(CLIENT[0], CLIENT[1], SERVER[0], SERVER[1])][0]
+        flow = r._table[flow_key(CLIENT[0], CLIENT[1], SERVER[0], SERVER[1])][0]
         flow.dirs[0].next = i << 30
         seen += r.feed(10 + i, 1.0, c.at(i << 30, chunk))
     assert [e.offset for e in seen] == [i << 30 for i in range(5)]
@@ -187,7 +188,7 @@ def test_ack_of_unseen_bytes_declares_the_hole_a_gap_at_once():
     events, r = run(segs, finish=False)
     assert streams(events)[0, 0] == [("data", 0, b"aaaa", 4)]
     # the server acknowledges everything: the hole was received, the capture lost it
-    more = r.feed(6, 0.6, s.at(0, b"", ack=c.isn + 1 + 14))
+    more = list(r.feed(6, 0.6, s.at(0, b"", ack=c.isn + 1 + 14)))
     check_contract(events + more)
     assert streams(more)[0, 0] == [("gap", 4, 6, GAP_ACKED), ("data", 10, b"cccc", 5)]
     assert events[0].conn.gap_bytes == [6, 0]
@@ -197,9 +198,9 @@ def test_partial_ack_only_declares_the_acknowledged_part():
     c, s = pair()
     segs = handshake(c, s) + [c.at(0, b"aaaa"), c.at(20, b"zz")]
     events, r = run(segs, finish=False)
-    more = r.feed(6, 0.6, s.at(0, b"", ack=c.isn + 1 + 8))   # acks up to offset 8 only
+    more = list(r.feed(6, 0.6, s.at(0, b"", ack=c.isn + 1 + 8)))   # acks up to offset 8 only
     assert streams(more)[0, 0] == [("gap", 4, 4, GAP_ACKED)]
-    fill = r.feed(7, 0.7, c.at(8, b"b" * 12))                 # the rest arrives
+    fill = list(r.feed(7, 0.7, c.at(8, b"b" * 12)))                 # the rest arrives
     assert streams(fill)[0, 0] == [("data", 8, b"b" * 12, 7), ("data", 20, b"zz", 5)]
 
 
@@ -357,7 +358,7 @@ def test_fin_with_hole_before_it_waits_then_closes_when_filled():
     fin = seg(CLIENT, SERVER, c.isn + 1 + 6, s.seq, FIN | ACK, b"dd")   # [4,6) + FIN at 6
     events, r = run(segs + [fin, s.fin()], finish=False)
     assert not any(isinstance(e, ConnectionClosed) for e in events)
-    more = r.feed(10, 1.0, c.at(2, b"bbcc", ack=s.seq))
+    more = list(r.feed(10, 1.0, c.at(2, b"bbcc", ack=s.seq)))
     check_contract(events + more)
     assert joined(events + more) == b"aabbccdd"
     assert isinstance(more[-1], ConnectionClosed) and more[-1].reason == "fin"
@@ -413,7 +414,7 @@ def test_ignored_connection_gets_no_more_stream_events_but_is_counted():
     events, r = run(handshake(c, s) + [c.send(b"first")], finish=False)
     conn = events[0].conn
     conn.ignored = True
-    later = r.feed(10, 1.0, c.at(20, b"ahead"))
+    later = list(r.feed(10, 1.0, c.at(20, b"ahead")))
     later += r.feed(11, 1.1, c.send(b"more"))
     later += r.finish()
     assert streams(later) == {}
