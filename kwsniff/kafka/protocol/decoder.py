@@ -22,7 +22,7 @@ Contract (see also docs/architecture.md):
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
 from kwsniff.kafka.protocol.codegen import DECODE_ERRORS, DecodeError, DecodeFn, compile_decoder
@@ -102,7 +102,7 @@ def _path_text(path: tuple[Any, ...]) -> str:
 def _reason(exc: BaseException, size: int) -> str:
     if isinstance(exc, DecodeError):
         return str(exc)
-    return f"truncated: the frame ends at byte {size}"
+    return f"truncated: the data ends at byte {size}"
 
 
 def _locate(fn_spans: DecodeFn | None, buf: bytes, pos: int) -> tuple[str, int]:
