@@ -240,3 +240,12 @@ def test_to_dict_is_plain() -> None:
     rec = d["batches"][0]["records"][1]
     assert rec["key"] == b"k1" and rec["headers"] == [["h1", b"x1"], ["nullh", None]]
     assert d["batches"][0]["framing"] == "xerial"
+
+
+def test_compacted_batch_keeps_last_offset_delta() -> None:
+    # records 1 and 3 compacted away: last_offset_delta still 3, count 2
+    data = raw_v2_batch([v2_record(0, b"a", b"1"), v2_record(2, b"c", b"3")], last_offset_delta=3)
+    rs = Records(data)
+    assert [r.offset for r in rs.iter_records()] == [0, 2] and rs.problems == []
+    bad = raw_v2_batch([v2_record(0, b"a", b"1"), v2_record(5, b"c", b"3")], last_offset_delta=3)
+    assert any("a record has delta 5" in p for p in Records(bad).decode().problems)
