@@ -163,6 +163,7 @@ class Conversation:
         self.broker_ranges: dict[int, tuple[int, int]] | None = None
         self.client_key: Any = None
         self.unordered_partial = False
+        self.loss_seen = 0                           # 0.7: lost bytes at the last pairing
         self.summary = ConnectionSummary(stream=conn.index, first_ts=conn.first_ts or 0.0)
         ctx.reorder.register(self, self._force)
 
@@ -308,6 +309,7 @@ class Conversation:
         self.state = OTHER
         self.summary.protocol = OTHER
         self.summary.detected_by = reason
+        self._set_ends()
         for f in self.framers:
             f.discard()
         if self.kafka_port:
@@ -743,20 +745,43 @@ class Conversation:
                 self._emit(key, self._exchange(NO_RESPONSE_EXPECTED, msg, None,
                                                protocol=legacy07.PROTOCOL))
             return
-        if self.fifo:
-            p = self.fifo.popleft()
-            p.done = True
-            msg = legacy07.decode_response(f.raw, p.msg)
+        # responses come in request order; only requests complete before the response
+        # began can be answered by it
+        ready = [p for p in self.fifo if p.msg.ts_last <= f.ts_first]
+        loss = sum(fr.gap_bytes + fr.skipped_bytes for fr in self.framers)
+        uncertain = loss != self.loss_seen
+        chosen = ready[0] if ready else None
+        msg = None
+        if chosen is not None and uncertain:
+            # bytes were lost since the last pairing: requests or responses may be
+            # missing, so prefer the oldest waiting request whose layout fits exactly
+            for p in ready:
+                m = legacy07.response_fits(f.raw, p.msg)
+                if m is not None:
+                    chosen, msg = p, m
+                    break
+        if chosen is None:
+            msg = legacy07.infer_response(f.raw)
             self._place(msg, f)
-            err = msg.header.get("ErrorCode")
-            if err:
-                self.summary.error_responses += 1
-                self.summary.errors[err] = self.summary.errors.get(err, 0) + 1
-            self._emit(p.key, self._exchange(PAIRED, p.msg, msg, protocol=legacy07.PROTOCOL))
+            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, protocol=legacy07.PROTOCOL))
             return
-        msg = legacy07.infer_response(f.raw)
+        while self.fifo and self.fifo[0] is not chosen:
+            self._unanswered(self.fifo.popleft(), "no response: a later request was answered "
+                                                  "(its response was probably lost in a capture gap)")
+        self.fifo.popleft()
+        chosen.done = True
+        self.loss_seen = loss
+        if msg is None:
+            msg = legacy07.decode_response(f.raw, chosen.msg)
         self._place(msg, f)
-        self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, protocol=legacy07.PROTOCOL))
+        err = msg.header.get("ErrorCode")
+        if err:
+            self.summary.error_responses += 1
+            self.summary.errors[err] = self.summary.errors.get(err, 0) + 1
+        problems = ["paired by order after a capture gap: the pairing is uncertain"] \
+            if uncertain else None
+        self._emit(chosen.key, self._exchange(PAIRED, chosen.msg, msg, protocol=legacy07.PROTOCOL,
+                                              problems=problems))
 
     # ------------------------------------------------------------- ordering
     def open_key(self) -> tuple | None:

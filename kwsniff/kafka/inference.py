@@ -11,7 +11,9 @@ likely first:
 
 Within the first tier where at least one candidate decodes the frame *exactly* (no
 problems, every byte consumed), the first such candidate wins and the message's
-``inferred`` is set to ``"<tier>: <n> of <tried> candidates fit"``.  In the broad tiers
+``inferred`` is set to ``"<tier>: <n> of <tried> candidates fit"``, followed by
+``"; <k> other APIs fit too"`` when a narrow-tier choice is not the only API whose
+layout matches the bytes (then it rests on the client's habits, not on the bytes).  In the broad tiers
 (3.) candidates of *different* APIs fitting make the response ambiguous: it is then
 left undecoded rather than labelled with a guess.  When nothing is chosen, None and
 the reason are returned and the caller keeps the response undecoded.  Never raises.
@@ -91,6 +93,7 @@ def infer_response(raw: bytes, tiers: Iterable[tuple[str, list[tuple[int, int]]]
     """
     if len(raw) < 4:
         return None, "too short"
+    tiers = list(tiers)
     tried: set[tuple[int, int]] = set()
     for tier, pairs in tiers:
         fits: list[KafkaMessage] = []
@@ -114,8 +117,27 @@ def infer_response(raw: bytes, tiers: Iterable[tuple[str, list[tuple[int, int]]]
                           f"({len(keys)} APIs: {names})")
         best = fits[0]
         best.inferred = f"{tier}: {len(fits)} of {n} candidates fit"
+        if tier in NARROW_TIERS and tiers[-1][0] not in NARROW_TIERS:
+            others = _other_apis(raw, tiers[-1][1], best.api_key, max_tries - len(tried))
+            if others:
+                best.inferred += f"; {others} other APIs fit too"
         return best, ""
     return None, f"no candidate decodes it exactly ({len(tried)} tried)"
+
+
+def _other_apis(raw: bytes, pairs: list[tuple[int, int]], api_key: int | None,
+                budget: int) -> int:
+    """How many APIs other than ``api_key`` decode ``raw`` exactly (bounded effort)."""
+    keys: set[int] = set()
+    for k, v in pairs:
+        if budget <= 0:
+            break
+        if k == api_key or k in keys:
+            continue
+        budget -= 1
+        if decoding.decodes_exactly(decoding.try_response(raw, k, v)):
+            keys.add(k)
+    return len(keys)
 
 
 def _name(api_key: int) -> str:

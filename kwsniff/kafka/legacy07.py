@@ -268,6 +268,20 @@ def _clean_set(ms: Any) -> bool:
         return False
 
 
+def response_fits(raw: bytes, request: KafkaMessage) -> KafkaMessage | None:
+    """The response decoded as an answer to ``request`` if its layout fits strictly
+    (no problem, clean message sets with valid CRCs), else None."""
+    msg = decode_response(raw, request)
+    if msg.problems or msg.body is None:
+        return None
+    body = msg.body
+    sets = [body["Messages"]] if "Messages" in body else \
+        [p["Messages"] for p in body.get("Responses") or ()]
+    if not all(_clean_set(ms) for ms in sets):
+        return None
+    return msg
+
+
 def infer_response(raw: bytes) -> KafkaMessage:
     """Decode a 0.7 response whose request was not captured, from its bytes alone.
 
