@@ -85,7 +85,6 @@ def _declare(lib: ctypes.CDLL) -> None:
         "pcap_statustostr": (cp, [i]),
         "pcap_datalink": (i, [p]),
         "pcap_set_datalink": (i, [p, i]),
-        "pcap_datalink_val_to_name": (cp, [i]),
         "pcap_snapshot": (i, [p]),
         "pcap_compile": (i, [p, ctypes.POINTER(BpfProgram), cp, i, ctypes.c_uint32]),
         "pcap_setfilter": (i, [p, ctypes.POINTER(BpfProgram)]),

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from kwsniff.capture import libpcap
+from kwsniff.capture.linktypes import linktype_name
 from kwsniff.errors import CaptureError
 
 PacketTuple = tuple[int, float, int, bytes, int]
@@ -96,8 +97,8 @@ def open_live(interface: str, *, ports: Sequence[int] = (), bpf_filter: str | No
 
     ``immediate`` delivers every packet at once (TPACKET_V2, fixed-size ring slots);
     the default batches packets for at most ``timeout_ms`` (TPACKET_V3), which loses far
-    fewer packets at high rates. ``datalink`` asks for a specific DLT (e.g. 276 for
-    Linux cooked v2 on ``any``).
+    fewer packets at high rates. ``datalink`` asks for a specific DLT; by default ``any``
+    uses Linux cooked v2 (276) like tcpdump, falling back to v1 (113).
     """
     source = LiveSource(interface, filter_text=build_filter(ports, bpf_filter),
                         snaplen=snaplen, buffer_mib=buffer_mib, promisc=promisc,
@@ -137,7 +138,7 @@ class LiveSource:
             lib = self._lib
             dlt = lib.pcap_datalink(self._handle)
             self.linktype: int = _DLT_TO_LINKTYPE.get(dlt, dlt)
-            self.linktype_name = libpcap.text(lib.pcap_datalink_val_to_name(dlt)) or str(dlt)
+            self.linktype_name = linktype_name(self.linktype)
             self.snaplen: int = lib.pcap_snapshot(self._handle)
             if filter_text:
                 self._set_filter(filter_text)
@@ -178,7 +179,11 @@ class LiveSource:
             if status > 0:
                 self.problems.append(f"{interface}: {libpcap.text(lib.pcap_statustostr(status))}:"
                                      f" {libpcap.text(lib.pcap_geterr(handle))}")
-            if datalink is not None and lib.pcap_set_datalink(handle, datalink) != 0:
+            if datalink is None:
+                if interface == "any":
+                    # like tcpdump: cooked v2 (it names the interface) where available
+                    lib.pcap_set_datalink(handle, LINKTYPE_LINUX_SLL2)
+            elif lib.pcap_set_datalink(handle, datalink) != 0:
                 raise CaptureError(f"{interface} cannot capture with link type {datalink}: "
                                    f"{libpcap.text(lib.pcap_geterr(handle))}")
         except BaseException:

@@ -67,9 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "50 ms (more drops at high packet rates)")
     cap.add_argument("--promisc", action="store_true",
                      help="put the interface into promiscuous mode")
-    cap.add_argument("--cooked-v2", action="store_true",
-                     help='on "any": Linux cooked capture v2 (with interface index) '
-                          "instead of v1")
+    cap.add_argument("--cooked-v1", action="store_true",
+                     help='on "any": Linux cooked capture v1 instead of v2 (the default, '
+                          "as tcpdump; v2 also records the interface)")
     stop = parser.add_argument_group("stopping")
     stop.add_argument("-c", "--count", metavar="N", type=_positive_int,
                       help="stop after N (matching) exchanges")
@@ -267,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output and args.output == "-" and not args.quiet:
         raise UserError("-o - writes JSON Lines to standard output: add -q")
 
-    from kwsniff.capture.live import LINKTYPE_LINUX_SLL2, open_live
+    from kwsniff.capture.live import LINKTYPE_LINUX_SLL, open_live
     from kwsniff.commands.decode import compile_display_filter, open_output
     from kwsniff.live_engine import LiveDecoder
     from kwsniff.output.jsonl import ExportEncoder, JsonlWriter
@@ -282,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
             args.interface, ports=ports, bpf_filter=args.capture_filter,
             snaplen=args.snaplen, buffer_mib=args.buffer_size, promisc=args.promisc,
             immediate=args.immediate, duration=args.duration,
-            datalink=LINKTYPE_LINUX_SLL2 if args.cooked_v2 else None))
+            datalink=LINKTYPE_LINUX_SLL if args.cooked_v1 else None))
         packets_out = None
         if args.write:
             packets_out = PacketWriter(args.write, source.linktype, source.snaplen,
