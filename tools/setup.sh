@@ -36,4 +36,7 @@ PY
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[all]'
+# Precompile: the generated schema table imports ~100x faster from bytecode, and some
+# environments set PYTHONDONTWRITEBYTECODE so it would never be cached otherwise.
+.venv/bin/python -m compileall -q kwsniff plugins >/dev/null
 echo "setup: done; kwsniff is .venv/bin/kwsniff" >&2
