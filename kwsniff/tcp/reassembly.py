@@ -218,7 +218,8 @@ class TcpReassembler:
             if ds.isn is None and ds.next == 0 and not ds.pending:
                 ds.isn = seq
                 ds.base = (seq + 1) & _M32
-        if flags & ACK:
+        if flags & ACK and not flags & RST:
+            # (the acknowledgment number of a RST is not evidence of anything received)
             peer = flow.dirs[1 - d]
             peer.ack = ack
             if (peer.pending or peer.fin is not None) and self.gap_on_ack:

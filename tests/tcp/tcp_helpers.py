@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections import defaultdict
 
 from kwsniff.tcp.events import ConnectionClosed, ConnectionOpened, StreamData, StreamGap
@@ -117,3 +118,34 @@ def check_contract(events):
             assert e.offset == nxt[idx, e.direction], f"not contiguous: {e!r}"
             nxt[idx, e.direction] += e.length
     return opened, closed
+
+
+def tshark_streams(path):
+    """{(tcp.stream, src ip, src port): bytes} rebuilt from tshark's segments: offset 0 at
+    the SYN + 1 or the first segment seen; first copy wins; bytes before 0 dropped."""
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-T", "fields", "-e", "tcp.stream", "-e", "ip.src",
+         "-e", "ipv6.src", "-e", "tcp.srcport", "-e", "tcp.seq_raw", "-e", "tcp.flags",
+         "-e", "tcp.payload"], capture_output=True, text=True, check=True).stdout
+    base: dict[tuple, int] = {}
+    data: dict[tuple, dict[int, int]] = defaultdict(dict)
+    for line in out.splitlines():
+        stream, ip4, ip6, port, seq, flags, payload = line.split("\t")
+        if not stream:
+            continue
+        key = (int(stream), ip4 or ip6, int(port))
+        seq, flags = int(seq), int(flags, 16)
+        syn = flags & 0x02
+        if key not in base:
+            base[key] = (seq + 1) & 0xFFFFFFFF if syn else seq
+        start = ((seq + (1 if syn else 0) - base[key] + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        buf = data[key]
+        for i, b in enumerate(bytes.fromhex(payload)):
+            if start + i >= 0:
+                buf.setdefault(start + i, b)
+    streams = {}
+    for key, buf in data.items():
+        if buf:
+            assert sorted(buf) == list(range(len(buf))), f"tshark sees a hole in {key}"
+            streams[key] = bytes(buf[i] for i in range(len(buf)))
+    return streams

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from tcp_helpers import check_contract
+from tcp_helpers import check_contract, tshark_streams
 
 from kwsniff.capture import open_capture
 from kwsniff.tcp import StreamData, StreamGap, iter_tcp_events
@@ -61,37 +60,7 @@ def test_real_capture_has_no_unexplained_gaps(path):
         assert all(e.conn.a_is_client is not None for e in events)
 
 
-def tshark_streams(path):
-    """{(tcp.stream, src ip, src port): bytes} rebuilt from tshark's segments: offset 0 at
-    the SYN + 1 or the first segment seen; first copy wins; bytes before 0 dropped."""
-    out = subprocess.run(
-        ["tshark", "-r", str(path), "-T", "fields", "-e", "tcp.stream", "-e", "ip.src",
-         "-e", "ipv6.src", "-e", "tcp.srcport", "-e", "tcp.seq_raw", "-e", "tcp.flags",
-         "-e", "tcp.payload"], capture_output=True, text=True, check=True).stdout
-    base: dict[tuple, int] = {}
-    data: dict[tuple, dict[int, int]] = defaultdict(dict)
-    for line in out.splitlines():
-        stream, ip4, ip6, port, seq, flags, payload = line.split("\t")
-        if not stream:
-            continue
-        key = (int(stream), ip4 or ip6, int(port))
-        seq, flags = int(seq), int(flags, 16)
-        syn = flags & 0x02
-        if key not in base:
-            base[key] = (seq + 1) & 0xFFFFFFFF if syn else seq
-        start = ((seq + (1 if syn else 0) - base[key] + 0x80000000) & 0xFFFFFFFF) - 0x80000000
-        buf = data[key]
-        for i, b in enumerate(bytes.fromhex(payload)):
-            if start + i >= 0:
-                buf.setdefault(start + i, b)
-    streams = {}
-    for key, buf in data.items():
-        if buf:
-            assert sorted(buf) == list(range(len(buf))), f"tshark sees a hole in {key}"
-            streams[key] = bytes(buf[i] for i in range(len(buf)))
-    return streams
-
-
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
 @pytest.mark.parametrize("path", CAPTURES, ids=[p.name for p in CAPTURES])
 def test_real_capture_streams_equal_tshark_segments(path):

@@ -24,7 +24,7 @@ from kwsniff.tcp.events import (
     ConnectionOpened,
 )
 from kwsniff.tcp.packet import flow_key
-from kwsniff.tcp.reassembly import ACK, FIN, PIECE_OVERHEAD, SYN, TcpReassembler
+from kwsniff.tcp.reassembly import ACK, FIN, PIECE_OVERHEAD, RST, SYN, TcpReassembler
 
 
 def handshake(c, s):
@@ -287,6 +287,15 @@ def test_rst_closes_and_flushes_buffered_data_after_a_gap():
                                      ("data", 5, b"ccc", 5)]
     assert events[-1].reason == "rst"
     assert events[0].conn.close_reason == "rst"
+
+
+def test_acknowledgment_number_of_a_rst_is_not_evidence():
+    c, s = pair()
+    segs = handshake(c, s) + [c.at(0, b"aa"), s.rst()[:1] + (s.seq, c.isn + 1 + 100_000,
+                                                            RST | ACK, b"", 0)]
+    events, _ = run(segs)
+    check_contract(events)
+    assert streams(events)[0, 0] == [("data", 0, b"aa", 4)]
 
 
 def test_late_segments_after_close_belong_to_the_closed_connection():
