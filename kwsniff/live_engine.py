@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.model import Exchange
@@ -38,11 +39,20 @@ SWEEP_SECONDS = 0.5
 class CompletionOrder(Reorderer):
     """A reorder buffer that releases every finished exchange at once (live capture).
 
-    Owners still declare their open keys (the base class keeps that bookkeeping
-    bounded); they simply never hold anything back.
+    Nothing is held back, so the owners' open keys and force callbacks are not needed:
+    they are not recorded (no reference to a closed conversation survives it).
     """
 
     __slots__ = ()
+
+    def register(self, owner: Any, force: Callable[[], bool]) -> None:
+        return None
+
+    def set_open(self, owner: Any, key: tuple | None) -> None:
+        return None
+
+    def forget(self, owner: Any) -> None:
+        return None
 
     def drain(self, final: bool = False) -> list[Exchange]:
         out: list[Exchange] = []

@@ -213,6 +213,7 @@ class LiveSource:
         return CaptureError(f"cannot capture on {interface}: {detail}")
 
     def _set_filter(self, filter_text: str) -> None:
+        """Compile ``filter_text`` and attach it in the kernel (CaptureError if invalid)."""
         lib = self._lib
         prog = libpcap.BpfProgram()
         if lib.pcap_compile(self._handle, ctypes.byref(prog), filter_text.encode(), 1,

@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from types import FrameType
 from typing import IO, Any
@@ -25,6 +25,8 @@ from kwsniff.errors import CaptureError, UserError
 DEFAULT_PORT = 9092
 DEFAULT_LIVE_TIMEOUT = 60.0
 WRITER_FLUSH_SECONDS = 0.5
+DROP_CHECK_SECONDS = 5.0
+LIVE_CONNECTION_SUMMARIES = 10_000
 
 
 def _positive_float(text: str) -> float:
@@ -222,6 +224,24 @@ class _StopOnSignals:
             signal.signal(sig, old)
 
 
+def _watch_drops(source: Any, batches: Iterator[Any], err: IO[str]) -> Iterator[Any]:
+    """Pass batches through; warn on standard error when the kernel starts dropping."""
+    next_check = time.monotonic() + DROP_CHECK_SECONDS
+    reported = 0
+    for batch in batches:
+        yield batch
+        now = time.monotonic()
+        if now >= next_check:
+            next_check = now + DROP_CHECK_SECONDS
+            dropped = source.stats().dropped
+            if dropped > reported:
+                print(f"kwsniff live: the kernel dropped {dropped - reported} packets in the "
+                      f"last {DROP_CHECK_SECONDS:g} s ({dropped} in all): decoding falls "
+                      "behind; a bigger -B buffer absorbs bursts, a narrower filter or -q "
+                      "lowers the load", file=err, flush=True)
+                reported = dropped
+
+
 def _engine_options(args: argparse.Namespace, ports: tuple[int, ...]) -> Any:
     from kwsniff.engine import EngineOptions
 
@@ -229,6 +249,8 @@ def _engine_options(args: argparse.Namespace, ports: tuple[int, ...]) -> Any:
     opts.ports = ports
     opts.auto_detect = not args.no_detect
     opts.timeout = args.timeout
+    # live output never lists connections: remember fewer finished ones (memory over hours)
+    opts.max_connection_summaries = LIVE_CONNECTION_SUMMARIES
     return opts
 
 
@@ -305,7 +327,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"kwsniff live: {problem}", file=err)
         signals = stack.enter_context(_StopOnSignals(source))
         first = True
-        for ex, facts in selection(decoder.run(source.batches())):
+        batches = _watch_drops(source, source.batches(), err)
+        for ex, facts in selection(decoder.run(batches)):
             if printer is not None:
                 if first and args.time_format == "r":
                     printer.formatter.start_ts = decoder.engine.summary.first_ts
