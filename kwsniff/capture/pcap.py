@@ -64,7 +64,8 @@ class PcapWalker:
             sec, frac, incl, orig = unpack(buf, pos)
             if incl > MAX_RECORD:
                 self.error = (f"frame {frame + 1}: corrupt pcap record header (captured length "
-                              f"{incl} is larger than {MAX_RECORD}); the rest of the file is skipped")
+                              f"{incl} is larger than {MAX_RECORD}); the rest of the file is "
+                              "skipped")
                 break
             start = pos + hdrlen
             stop = start + incl

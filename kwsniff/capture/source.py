@@ -13,6 +13,7 @@ truncated last record, corrupt compressed data, corrupt blocks) go to
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import stat
@@ -141,10 +142,8 @@ class CaptureSource:
             self._mapped.close()
             self._mapped = None
         for obj in reversed(self._owned):
-            try:
+            with contextlib.suppress(Exception):   # closing must not fail
                 obj.close()  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001,S110 - closing must not fail
-                pass
 
     def __enter__(self) -> CaptureSource:
         return self
@@ -157,21 +156,24 @@ class CaptureSource:
         return f"<CaptureSource {self.name!r} {self.format}{comp} packets={self.packets}>"
 
 
-def open_capture(path: str | os.PathLike[str] | BinaryIO) -> CaptureSource:
+def open_capture(path: str | bytes | os.PathLike[str] | BinaryIO) -> CaptureSource:
     """Open a capture file, ``"-"`` for standard input, or a binary file object.
 
     Raises :class:`~kwsniff.errors.CaptureError` (one-line message) when the input is
     missing, unreadable, empty or not a pcap/pcapng capture.
     """
     owned: list[object] = []
-    if isinstance(path, (str, os.PathLike)) and os.fspath(path) == "-":
+    is_path = isinstance(path, (str, bytes, os.PathLike))
+    if is_path and os.fsdecode(path) == "-":  # type: ignore[arg-type]
         name = "<stdin>"
+        if sys.stdin is None:
+            raise CaptureError("there is no standard input to read a capture from")
         fileobj: BinaryIO = sys.stdin.buffer
         if fileobj.isatty():
             raise CaptureError("standard input is a terminal: pipe a capture into it "
                                "(e.g. `tcpdump -w - ...|kwsniff decode -`)")
-    elif isinstance(path, (str, os.PathLike)):
-        name = os.fsdecode(path)
+    elif is_path:
+        name = os.fsdecode(path)  # type: ignore[arg-type]
         try:
             fileobj = open(name, "rb")  # noqa: SIM115 - owned by the CaptureSource
         except OSError as err:

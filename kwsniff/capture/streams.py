@@ -27,7 +27,7 @@ MAGIC_LEN = 6
 
 
 def detect_compression(head: bytes) -> str | None:
-    """``"gzip"``, ``"zstd"``, ``"lz4"``, ``"xz"`` or ``"bzip2"`` from the first bytes; else None."""
+    """The compression (a name from ``COMPRESSION_MAGICS``) of data starting with ``head``."""
     for magic, name in COMPRESSION_MAGICS:
         if head.startswith(magic):
             return name

@@ -245,7 +245,7 @@ class PacketParser:
         while True:
             if nxt == IPPROTO_TCP:
                 return self._tcp(frame, data, pos, end, missing, src, dst, False)
-            if nxt in IPV6_EXT or nxt == IPV6_AH or nxt == IPV6_FRAGMENT:
+            if nxt in IPV6_EXT or nxt in (IPV6_AH, IPV6_FRAGMENT):
                 if pos + 8 > end:
                     return self._bad(frame, "IPv6 extension header truncated"
                                      + self._snapped(n, orig_len))

@@ -80,9 +80,7 @@ class TcpEventStream:
     def _run(self) -> Generator[Event, None, None]:
         parse = self.parser.parse
         feed = self.reassembler.feed
-        count = 0
-        for frame, ts, linktype, data, orig_len in self._packets:
-            count += 1
+        for count, (frame, ts, linktype, data, orig_len) in enumerate(self._packets, 1):
             self.packets = count
             seg = parse(frame, ts, linktype, data, orig_len)
             if seg is not None:

@@ -109,7 +109,8 @@ def test_garbage_after_gzip_data_is_reported_after_all_packets(tmp_path, capture
     path.write_bytes(gzip.compress(raw) + b"not gzip at all")
     got, problems, _ = read_all(path)
     assert got == packets
-    assert len(problems) == 1 and "bytes after the last gzip member are not gzip data" in problems[0]
+    assert len(problems) == 1
+    assert "bytes after the last gzip member are not gzip data" in problems[0]
 
 
 def read_all_bytes(tmp_path, raw):

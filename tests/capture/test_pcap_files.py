@@ -35,7 +35,8 @@ def test_hand_built_variants(tmp_path, order, nano):
     got, problems, src = read_all(path)
     assert problems == [] and src.format == "pcap" and src.packets == len(pkts)
     assert src.linktypes == [1] and src.snaplen == 65535
-    for i, ((frame, ts, lt, data, orig), (ets, edata, eorig)) in enumerate(zip(got, pkts), 1):
+    pairs = zip(got, pkts, strict=True)
+    for i, ((frame, ts, lt, data, orig), (ets, edata, eorig)) in enumerate(pairs, 1):
         assert (frame, lt, data, orig) == (i, 1, edata, eorig)
         assert ts == pytest.approx(ets, abs=1e-6 if not nano else 2e-7)
 

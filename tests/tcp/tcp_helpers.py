@@ -76,7 +76,8 @@ def run(segments, reassembler=None, finish=True, start_frame=1):
 
 
 def streams(events):
-    """{(conn index, direction): [("data", offset, bytes, frame) | ("gap", offset, length, reason)]}"""
+    """{(conn index, direction): [("data", offset, bytes, frame) or
+    ("gap", offset, length, reason), ...]}"""
     out = defaultdict(list)
     for e in events:
         if isinstance(e, StreamData):

@@ -264,7 +264,8 @@ def test_unsupported_linktype_reported_once_and_counted():
 def test_fuzzed_bytes_never_raise():
     import random
     rng = random.Random(1234)
-    base = [bytes(Ether(**MACS) / Dot1Q() / IP(src=V4[0], dst=V4[1], options=[IPOption_RR()]) / tcp()),
+    base = [bytes(Ether(**MACS) / Dot1Q() / IP(src=V4[0], dst=V4[1], options=[IPOption_RR()])
+                  / tcp()),
             bytes(CookedLinuxV2(proto=0x86DD) / IPv6(src=V6[0], dst=V6[1])
                   / IPv6ExtHdrHopByHop() / IPv6ExtHdrFragment(m=1) / tcp())]
     p = PacketParser()

@@ -100,7 +100,8 @@ def build_mixed_capture(path):
         w.write(ts[0], bytes(pkt), interface=iface)
 
     # connection 0: Ethernet + QinQ, with a reordered pair and a retransmission
-    c, s, pkts = conversation(IP(src="10.0.0.1", dst="10.0.0.2"), IP(src="10.0.0.2", dst="10.0.0.1"),
+    c, s, pkts = conversation(IP(src="10.0.0.1", dst="10.0.0.2"),
+                              IP(src="10.0.0.2", dst="10.0.0.1"),
                               40001, 0xFFFFFF00, 7, [(b"req-one" * 20, b"resp-one" * 30)])
     vlan = Ether(**MACS) / Dot1AD(vlan=3) / Dot1Q(vlan=4)
     for p in pkts:
