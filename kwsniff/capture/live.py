@@ -14,7 +14,8 @@ Contract:
   ``data`` the captured bytes (a private copy) and ``orig_len`` the length on the wire.
 * Iteration ends when :meth:`LiveSource.stop` is called (safe from a signal handler or
   another thread), when the optional ``duration`` has elapsed, or when the interface
-  fails (``source.error`` then says why). :meth:`LiveSource.batches` yields lists of
+  fails (``source.error`` then says why). Packets captured before a stop or the end of
+  the duration are still delivered (the kernel buffer is drained up to that moment). :meth:`LiveSource.batches` yields lists of
   tuples and an empty list after each idle ``tick``, so a consumer can act on wall-clock
   time (time out unanswered requests, flush outputs) while no packet arrives.
 * :meth:`LiveSource.stats` reports packets delivered and the kernel's counters
@@ -43,6 +44,7 @@ DEFAULT_SNAPLEN = 262144
 DEFAULT_BUFFER_MIB = 64
 DEFAULT_TIMEOUT_MS = 50        # kernel block retire time: worst-case delivery delay
 DEFAULT_TICK = 0.25            # idle wake-up period of batches()
+STOP_DRAIN_SECONDS = 2.0       # at most this long delivering what was captured before a stop
 
 LINKTYPE_ETHERNET = 1
 LINKTYPE_LINUX_SLL = 113
@@ -129,6 +131,8 @@ class LiveSource:
         self.error: str | None = None
         self.stop_reason: str | None = None
         self._stopping = False
+        self._stop_ts: float | None = None
+        self._retire_wait = max(1, timeout_ms) / 1000.0 + 0.03
         self._handle: int | None = None
         self._final_stats: LiveStats | None = None
         self._reader: libpcap.BatchReader | None = None
@@ -288,19 +292,48 @@ class LiveSource:
     def batches(self, tick: float = DEFAULT_TICK) -> Iterator[list[PacketTuple]]:
         """Lists of packet tuples as they arrive; ``[]`` after each idle ``tick`` s.
 
-        Ends when stopped, when the duration has elapsed, or on a capture error.
+        Ends when stopped, when the duration has elapsed, or on a capture error. After
+        a stop or the duration, packets the kernel captured before that moment and still
+        holds are delivered first (for at most ``STOP_DRAIN_SECONDS``).
         """
         while not self._stopping and self._handle is not None:
             timeout = tick
             if self.deadline is not None:
                 left = self.deadline - time.time()
                 if left <= 0:
-                    self._finish("duration")
+                    self._finish("duration", self.deadline)
                     break
                 timeout = min(tick, left)
             yield self.poll(timeout)
         if self.stop_reason is None:
             self.stop_reason = "stopped"
+        if self.stop_reason != "error":
+            yield from self._captured_before_stop()
+
+    def _captured_before_stop(self) -> Iterator[list[PacketTuple]]:
+        """Drain the ring up to the stop time (a block shows up once the kernel retires it)."""
+        cutoff = self._stop_ts if self._stop_ts is not None else time.time()
+        give_up = time.monotonic() + STOP_DRAIN_SECONDS
+        waited = False
+        while self._handle is not None and time.monotonic() < give_up:
+            batch = self._drain()
+            if batch:
+                waited = False
+                if batch[-1][1] > cutoff:
+                    kept = [p for p in batch if p[1] <= cutoff]
+                    self.packets -= len(batch) - len(kept)
+                    if kept:
+                        yield kept
+                    return
+                yield batch
+                continue
+            if waited or self.error:
+                return
+            try:
+                select.select([self._fd], [], [], self._retire_wait)
+            except InterruptedError:
+                pass
+            waited = True
 
     def __iter__(self) -> Iterator[PacketTuple]:
         for batch in self.batches():
@@ -309,9 +342,14 @@ class LiveSource:
     # -- stopping and counters -----------------------------------------------------------
 
     def stop(self) -> None:
-        """Ask iteration to end soon; callable from a signal handler or another thread."""
+        """Ask iteration to end soon; callable from a signal handler or another thread.
+
+        Packets captured before this call are still delivered (see :meth:`batches`).
+        """
         if self.stop_reason is None:
             self.stop_reason = "stopped"
+        if self._stop_ts is None:
+            self._stop_ts = time.time()
         self._stopping = True
         wake = getattr(self, "_wake_w", None)
         if wake is not None:
@@ -320,9 +358,11 @@ class LiveSource:
             except OSError:
                 pass
 
-    def _finish(self, reason: str) -> None:
+    def _finish(self, reason: str, at: float) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
+        if self._stop_ts is None:
+            self._stop_ts = at
         self._stopping = True
 
     def _clear_wakeups(self) -> None:

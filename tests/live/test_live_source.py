@@ -177,6 +177,26 @@ def test_stop_from_another_thread_is_prompt(capture_ok: None) -> None:
         assert src.stop_reason == "stopped"
 
 
+def test_packets_captured_before_stop_are_still_delivered(capture_ok: None) -> None:
+    import socket
+
+    port = free_port()
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", port))
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        with open_live("lo", bpf_filter=f"udp dst port {port}") as src:
+            for i in range(2000):
+                tx.sendto(i.to_bytes(4, "big"), ("127.0.0.1", port))
+            src.stop()                 # at once: most packets are still in the kernel
+            packets = list(src)
+    finally:
+        sink.close()
+        tx.close()
+    assert len(packets) == 2000
+    assert src.stats().packets == 2000 and src.stop_reason == "stopped"
+
+
 def test_close_is_idempotent_and_keeps_last_counters(capture_ok: None,
                                                      echo_server: EchoServer) -> None:
     src = open_live("lo", ports=[echo_server.port])
