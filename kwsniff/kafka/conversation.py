@@ -158,8 +158,9 @@ class Conversation:
         self.sasl_raw = False
         self.sasl_wait: dict[int, str | None] = {}   # v0 handshake corr -> mechanism
         self.requests_since_orphan = 0
-        self.corr_lo: int | None = None
-        self.corr_hi: int | None = None
+        self.corr_hi: int | None = None              # highest request correlation id
+        self.last_req_corr: int | None = None        # of the last request framed
+        self.last_resp_corr: int | None = None       # of the last response framed
         self.broker_ranges: dict[int, tuple[int, int]] | None = None
         self.client_key: Any = None
         self.unordered_partial = False
@@ -298,6 +299,10 @@ class Conversation:
             broker = self.conn.b if self.client_dir == 0 else self.conn.a
             self.ctx.learned.add(tuple(broker))
         synced = self.conn.a_is_client is not None
+        if verdict.kind == KAFKA:
+            # chained frames while resynchronising must carry growing correlation ids
+            self.framers[self.client_dir].seq_offset = 8
+            self.framers[1 - self.client_dir].seq_offset = 4
         out = []
         for d in (0, 1):
             fr = self.framers[d]
@@ -361,6 +366,8 @@ class Conversation:
                     return SHORT, 0
                 return NO, 0
             size = h[0]
+            if not _after(h[3], self.last_req_corr):
+                return NO, 0
             if pos + 4 + size <= end and \
                     decoding.decodes_exactly(decoding.decode_request(bytes(buf[pos + 4:pos + 4 + size]))):
                 return STRONG, size
@@ -371,8 +378,11 @@ class Conversation:
         size, corr = h2
         if corr in self.pending:
             return STRONG, size
-        lo, hi = self.corr_lo, self.corr_hi
-        if lo is not None and hi is not None and not (lo - 100_000 <= corr <= hi + 100_000):
+        # responses come in request order and correlation ids grow on a connection
+        if not _after(corr, self.last_resp_corr):
+            return NO, 0
+        hi = self.corr_hi
+        if hi is not None and corr > hi + CORR_SPREAD:
             return NO, 0
         return WEAK, size
 
@@ -486,8 +496,7 @@ class Conversation:
             if self.client_key is None:
                 self.client_key = msg.client_id if msg.client_id else self.summary.client
             self.ctx.history(self.client_key).note(api_key, ver)
-        if self.corr_lo is None or corr < self.corr_lo:
-            self.corr_lo = corr
+        self.last_req_corr = corr
         if self.corr_hi is None or corr > self.corr_hi:
             self.corr_hi = corr
         if msg.body is not None:
@@ -560,6 +569,8 @@ class Conversation:
             self._sasl_token(f, d, client=False)
             return
         key = self._key(f, d)
+        if corr is not None:
+            self.last_resp_corr = corr
         if corr is None:
             msg = decoding.header_response(raw, None, None)
             self._place(msg, f)
@@ -851,6 +862,21 @@ class Conversation:
         s.skipped_bytes = self.framers[0].skipped_bytes + self.framers[1].skipped_bytes
         s.resyncs = self.framers[0].resyncs + self.framers[1].resyncs
         s.last_ts = self.conn.last_ts or s.last_ts
+
+
+#: how far apart consecutive correlation ids of one connection may plausibly be (clients
+#: that share one counter over many connections leave gaps)
+CORR_SPREAD = 1_000_000
+_WRAP = (1 << 31) - CORR_SPREAD
+
+
+def _after(corr: int, last: int | None) -> bool:
+    """Whether ``corr`` can follow ``last`` on one connection (ids grow; int32 wraps)."""
+    if last is None:
+        return True
+    if last < corr <= last + CORR_SPREAD:
+        return True
+    return last >= _WRAP and corr < CORR_SPREAD
 
 
 def _is_ip(host: str) -> bool:

@@ -13,7 +13,8 @@ Policy (documented in ``docs/conversations.md``):
 * On a Kafka port (configured with ``--port`` or learned) little evidence is needed:
   TLS records -> ``tls``; a complete 0.7 request and no modern one -> ``kafka-0.7``;
   otherwise ``kafka`` as soon as one request decodes exactly or a plausible one has its
-  correlation id echoed by the other side; when the detection budget
+  correlation id echoed by the other side, or (client side known) a plausible chain of
+  responses; when the detection budget
   runs out, ``kafka`` if plausible requests or responses were seen anywhere (framing
   resynchronises and reports what it skips), else ``other`` (reported as a problem).
 * On any other port the bar is high, to keep false positives low: at least one request
@@ -189,11 +190,14 @@ def classify(bufs: tuple[memoryview, memoryview], seg_starts: tuple[Sequence[int
                            "content: requests and echoed correlation ids")
         if best is not None and exhausted and best[1] > 0:
             return Verdict(KAFKA, best[3], "content: requests")
-        if exhausted:
+        if client_dir is not None or exhausted:
             for d in dirs:
-                if _response_chain(bufs[1 - d], seg_starts[1 - d], max_frame):
+                # (the client must have spoken too: a 0.7 response looks like a modern one)
+                if (len(bufs[d]) or exhausted) and \
+                        _response_chain(bufs[1 - d], seg_starts[1 - d], max_frame):
                     return Verdict(KAFKA, client_dir if client_dir is not None else d,
                                    "port: responses only")
+        if exhausted:
             return Verdict(OTHER, client_dir, "no plausible Kafka frame")
         return None
 

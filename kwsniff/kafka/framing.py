@@ -10,10 +10,15 @@ Contract:
   plausible frame start after a gap, an implausible size or a capture that started
   mid-message).  While hunting, a *checker* supplied by the conversation judges each
   candidate start (:data:`NO`, :data:`WEAK`, :data:`STRONG`, :data:`SHORT`); a WEAK start is
-  accepted once it chains into :data:`CHAIN_CONFIRM` plausible frames, a STRONG frame, the
-  exact end of a TCP segment that began at the candidate, or the end of the stream.
-  After accepting a start, complete frames that end exactly on it are recovered from the
-  skipped region (so orphan responses right after a gap are not lost).
+  accepted once it chains into :data:`CHAIN_CONFIRM` plausible frames (a frame that
+  begins and ends exactly on TCP segment boundaries counts twice; chained frames must
+  carry growing ids at ``seq_offset``, i.e. correlation ids), into a STRONG frame, or
+  into the end of the stream.  After accepting a start, complete frames that end exactly
+  on it are recovered from the skipped region (so orphan responses right after a gap are
+  not lost).  Unless the checker vouched for the accepted frame itself (STRONG), the next
+  :data:`PROBATION` frames are checked again and held back: if one is implausible, the
+  accepted start was wrong and hunting resumes just after it, so a false start never
+  produces frames.
 * Bytes that belong to no frame are reported in :attr:`Frame.skipped_before` of the next
   frame and in :attr:`Framer.skipped_bytes`; holes in the capture are counted separately
   in :attr:`Framer.gap_bytes`.
@@ -36,6 +41,7 @@ NO = 0
 WEAK = 1
 STRONG = 2
 SHORT = 3          # not enough bytes yet to judge
+CERTAIN = 4        # (internal) the checker itself vouched for the frame: no probation
 
 BUFFERING = 0
 SYNCED = 1
@@ -46,6 +52,10 @@ FILLING = 3        # discarding the rest of a frame damaged by a gap
 CHAIN_CONFIRM = 3
 #: how far back from an accepted start the framer looks for complete skipped frames
 BACKFILL_LIMIT = 1 << 20
+#: frames checked (and held back) after a resynchronisation before it is trusted
+PROBATION = 3
+#: how far apart consecutive ids (correlation ids) of chained frames may be
+SEQ_SPREAD = 1_000_000
 
 Checker = Callable[[bytearray, int, int], "tuple[int, int]"]
 
@@ -78,7 +88,7 @@ class Framer:
     __slots__ = ("buf", "pos", "base", "segs", "state", "check", "max_frame", "window",
                  "scan", "skipped_bytes", "gap_bytes", "gaps", "_pending_skip", "problems",
                  "_fill_end", "_fill_frame", "last_offset", "frames_cut", "resyncs",
-                 "first_offset")
+                 "first_offset", "probation", "held", "held_start", "seq_offset")
 
     def __init__(self, check: Checker, max_frame: int = 100 << 20, window: int = 4 << 20) -> None:
         self.buf = bytearray()
@@ -101,6 +111,10 @@ class Framer:
         self.last_offset: int | None = None   # stream offset expected next (None: nothing yet)
         self.frames_cut = 0
         self.first_offset: int | None = None  # stream offset of the first byte or hole seen
+        self.probation = 0          # frames still to check after a resynchronisation
+        self.held: list[Frame] = []  # frames cut during probation, released when it passes
+        self.held_start = 0         # buffer index of the accepted resynchronisation point
+        self.seq_offset: int | None = None  # where a chained frame's growing id sits (corr id)
 
     # ------------------------------------------------------------------ input
     def data(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
@@ -126,7 +140,7 @@ class Framer:
             return out
         self.last_offset = offset + n
         state = self.state
-        if state == SYNCED and self.pos == len(self.buf):
+        if state == SYNCED and self.pos == len(self.buf) and not self.probation:
             return self._fast(offset, data, frame, ts)
         if state == FILLING:
             return self._fill(offset, data, frame, ts)
@@ -140,7 +154,7 @@ class Framer:
 
     def gap(self, offset: int, length: int, frame: int, ts: float) -> list[Frame]:
         """``length`` bytes at ``offset`` will never arrive."""
-        out: list[Frame] = []
+        out: list[Frame] = self._release()
         if length <= 0:
             return out
         self.gaps += 1
@@ -153,6 +167,13 @@ class Framer:
             if self.state == SYNCED:
                 self.state = HUNTING
             return out
+        if self.state == HUNTING:
+            # judge what we have as if the stream ended at the hole; a start found there
+            # leaves us SYNCED inside a frame the hole cuts, handled below
+            out.extend(self._hunt(True))
+            out.extend(self._release())
+            if self.state == HUNTING:
+                self._drop_all(count=True)
         state = self.state
         if state == BUFFERING:
             # keep nothing from before the hole: the decision will be made on what follows
@@ -190,9 +211,6 @@ class Framer:
             else:
                 self._drop_all(count=True)
                 self.state = HUNTING
-        else:  # HUNTING: judge what we have as if the stream ended at the hole
-            out.extend(self._hunt(True))
-            self._drop_all(count=True)
         self.base = resume
         self.last_offset = resume
         self.scan = 0
@@ -200,9 +218,10 @@ class Framer:
 
     def finish(self) -> list[Frame]:
         """End of stream: flush what can be flushed, report the rest."""
-        out: list[Frame] = []
+        out: list[Frame] = self._release()
         if self.state == HUNTING:
             out.extend(self._hunt(True))
+            out.extend(self._release())
         if self.state == FILLING and self._fill_frame is not None:
             out.append(self._fill_frame)
             self._fill_frame = None
@@ -261,6 +280,8 @@ class Framer:
         frame (a partial frame, bytes being hunted or buffered), or None."""
         if self._fill_frame is not None:
             return (self._fill_frame.frame_first, self._fill_frame.offset)
+        if self.held:
+            return (self.held[0].frame_first, self.held[0].offset)
         if self.pos < len(self.buf) and self.segs:
             off = self.base + self.pos
             return (self._locate(off)[0], off)
@@ -310,12 +331,14 @@ class Framer:
         return 0, 0.0
 
     def _trim_segs(self) -> None:
-        consumed = self.base + self.pos
+        consumed = self.base + (min(self.pos, self.held_start) if self.probation else self.pos)
         segs = self.segs
         while segs and segs[0][1] <= consumed:
             segs.popleft()
 
     def _compact(self) -> None:
+        if self.probation:
+            return                  # a rollback may need the bytes since held_start
         pos = self.pos
         if pos == len(self.buf):
             self.buf = bytearray()
@@ -387,16 +410,56 @@ class Framer:
         while n - self.pos >= 4:
             size = _I32.unpack_from(buf, self.pos)[0]
             if size < 0 or size > max_frame:
+                if self.probation:
+                    out.extend(self._rollback(f"implausible message size {size}"))
+                    return out
                 self._lost_sync(size)
                 out.extend(self._hunt(False))
                 return out
+            if self.probation:
+                verdict = self.check(buf, self.pos, n)[0]
+                if verdict == SHORT:
+                    break
+                if verdict == NO:
+                    out.extend(self._rollback("an implausible message header"))
+                    return out
             if n - self.pos < 4 + size:
                 break
-            out.append(self._emit(self.pos, size))
+            fr = self._emit(self.pos, size)
             self.pos += 4 + size
+            if self.probation:
+                self.held.append(fr)
+                self.probation -= 1
+                if not self.probation:
+                    out.extend(self._release())
+            else:
+                out.append(fr)
             self._trim_segs()
         self._compact()
         return out
+
+    def _release(self) -> list[Frame]:
+        """End probation: the held frames are real."""
+        held = self.held
+        self.held = []
+        self.probation = 0
+        return held
+
+    def _rollback(self, why: str) -> list[Frame]:
+        """Probation failed: the resynchronisation point was wrong; hunt again after it."""
+        start = self.held_start
+        frame, _ = self._locate(self.base + start)
+        self.problems.append(
+            f"frame {frame}: {why} follows the resynchronisation point at stream offset "
+            f"{self.base + start}; resynchronising again")
+        for h in self.held:
+            self._pending_skip += h.skipped_before
+        self.held = []
+        self.probation = 0
+        self.pos = start
+        self.scan = start + 1
+        self.state = HUNTING
+        return self._hunt(False)
 
     def _fill(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
         """Discard the rest of a gap-damaged frame, then go back to SYNCED."""
@@ -435,7 +498,7 @@ class Framer:
         check = self.check
         verdict, size = check(buf, p, end)
         if verdict == STRONG:
-            return STRONG
+            return CERTAIN
         if verdict == SHORT:
             return NO if final else SHORT
         if verdict != WEAK:
@@ -443,9 +506,10 @@ class Framer:
         if size > self.window:
             return NO
         q = p + 4 + size
-        if p in bounds[0] and q in bounds[1]:
-            return STRONG
-        chain = 1
+        chain = 2 if p in bounds[0] and q in bounds[1] else 1
+        seq_off = self.seq_offset
+        prev = _I32.unpack_from(buf, p + seq_off)[0] if seq_off is not None and \
+            p + seq_off + 4 <= end else None
         while True:
             if q == end:
                 return STRONG if final else SHORT
@@ -458,6 +522,13 @@ class Framer:
                 return NO if final else SHORT
             if v2 != WEAK or size2 > self.window:
                 return NO
+            if prev is not None and seq_off is not None:
+                if q + seq_off + 4 > end:
+                    return NO if final else SHORT
+                nxt = _I32.unpack_from(buf, q + seq_off)[0]
+                if not prev < nxt <= prev + SEQ_SPREAD:
+                    return NO
+                prev = nxt
             chain += 1
             if chain >= CHAIN_CONFIRM:
                 return STRONG
@@ -480,8 +551,8 @@ class Framer:
                     break
                 continue
             verdict = self._judge(p, end, final, bounds)
-            if verdict == STRONG:
-                out.extend(self._accept(p, bounds))
+            if verdict == STRONG or verdict == CERTAIN:
+                out.extend(self._accept(p, bounds, verdict == CERTAIN))
                 out.extend(self._cut())
                 return out
             if verdict == SHORT:
@@ -507,7 +578,7 @@ class Framer:
             self._trim_segs()
             self._compact()
 
-    def _accept(self, p: int, bounds: tuple[set[int], set[int]]) -> list[Frame]:
+    def _accept(self, p: int, bounds: tuple[set[int], set[int]], certain: bool = False) -> list[Frame]:
         """Sync at buffer index ``p``; recover complete frames that end exactly at ``p``."""
         self.state = SYNCED
         self.resyncs += 1
@@ -531,6 +602,8 @@ class Framer:
                     f"at stream offset {self.base + start}")
         self.pos = p
         self.scan = p
+        self.probation = 0 if certain else PROBATION
+        self.held_start = p
         self._trim_segs()
         return out
 
