@@ -10,7 +10,9 @@ Contract:
 * Digests are cheap: record sets are summarised from batch headers only.
 * A digest function that fails on an odd body falls back to the generic digest; this
   module never raises.
-* Plugins add or replace digests with :func:`register_digest`.
+* Plugins add or replace digests with :func:`register_digest`; plugin exchange fields
+  marked for the digest (:mod:`kwsniff.output.extra_fields`) are appended as
+  ``name=value``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, ORPHAN_RESPONSE, UNANSWERED, Exchange, \
     KafkaMessage
+from kwsniff.output import extra_fields
 from kwsniff.output.facts import ExchangeFacts, uuid_text
 from kwsniff.output.names import LEGACY_PROTOCOL, SASL_PROTOCOL, api_label, error_label
 
@@ -354,6 +357,9 @@ def _list_offsets_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> s
             olds = p.get("OldStyleOffsets") or []
             return f"offsets {name_list(olds)}" if olds else "no offsets"
         return f"offset {off}"
+    if parts and len(parts) <= MAX_ITEMS and not any(codes) \
+            and all(type(p.get("Offset")) is int for p in parts):
+        return "offsets " + ", ".join(f"[{p.get('PartitionIndex')}] {p['Offset']}" for p in parts)
     return error_summary(codes) or "no partitions"
 
 
@@ -564,6 +570,25 @@ def _describe_groups_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -
     return "; ".join(out) or "no groups"
 
 
+def _cg_describe_req(b: Body, v: int, f: ExchangeFacts) -> str:
+    return f"groups {name_list(_list(b, 'GroupIds'))}"
+
+
+def _cg_describe_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
+    out = []
+    groups = _dicts(b, "Groups")
+    for g in groups[:MAX_ITEMS]:
+        if g.get("ErrorCode"):
+            out.append(f"{g.get('GroupId')} {error_label(g['ErrorCode'])}")
+        else:
+            n = len(_dicts(g, "Members"))
+            out.append(f"{g.get('GroupId')} {g.get('GroupState')} epoch {g.get('GroupEpoch')} "
+                       f"{n} member{'s' if n != 1 else ''}")
+    if len(groups) > MAX_ITEMS:
+        out.append(f"+{len(groups) - MAX_ITEMS} groups")
+    return "; ".join(out) or "no groups"
+
+
 def _list_groups_req(b: Body, v: int, f: ExchangeFacts) -> str:
     states = _list(b, "StatesFilter")
     types = _list(b, "TypesFilter")
@@ -632,7 +657,8 @@ def _create_topics_req(b: Body, v: int, f: ExchangeFacts) -> str:
     out = []
     topics = _dicts(b, "Topics")
     for t in topics[:MAX_TOPICS]:
-        out.append(f"{t.get('Name')} ({t.get('NumPartitions')} partitions, "
+        n = t.get("NumPartitions")
+        out.append(f"{t.get('Name')} ({n} partition{'' if n == 1 else 's'}, "
                    f"rf {t.get('ReplicationFactor')})")
     if len(topics) > MAX_TOPICS:
         out.append(f"+{len(topics) - MAX_TOPICS} topics")
@@ -888,7 +914,7 @@ _REQUEST.update({
     24: _add_partitions_req, 25: _add_offsets_req, 26: _end_txn_req,
     28: _txn_offset_commit_req, 32: _describe_configs_req, 33: _alter_configs_req,
     36: _sasl_auth_req, 37: _create_partitions_req, 42: _delete_groups_req,
-    44: _alter_configs_req, 68: _cg_heartbeat_req,
+    44: _alter_configs_req, 68: _cg_heartbeat_req, 69: _cg_describe_req,
 })
 _RESPONSE.update({
     0: _produce_resp, 1: _fetch_resp, 2: _list_offsets_resp, 3: _metadata_resp,
@@ -900,7 +926,7 @@ _RESPONSE.update({
     24: _add_partitions_resp, 28: _txn_offset_commit_resp, 32: _describe_configs_resp,
     33: _alter_configs_resp, 36: _sasl_auth_resp, 37: _create_partitions_resp,
     42: _delete_groups_resp, 44: _alter_configs_resp, 60: _describe_cluster_resp,
-    68: _cg_heartbeat_resp,
+    68: _cg_heartbeat_resp, 69: _cg_describe_resp,
 })
 
 
@@ -1028,6 +1054,15 @@ def response_digest(msg: KafkaMessage, facts: ExchangeFacts) -> str:
 
 def digest(exchange: Exchange, facts: ExchangeFacts | None = None) -> str:
     """``"<request part> → <response part>"`` for an exchange (see module contract)."""
+    text = _digest(exchange, facts)
+    if extra_fields._extra:
+        extra = extra_fields.digest_suffix(exchange)
+        if extra:
+            return f"{text} {extra}" if text else extra
+    return text
+
+
+def _digest(exchange: Exchange, facts: ExchangeFacts | None) -> str:
     if facts is None:
         facts = ExchangeFacts(exchange)
     req, resp = exchange.request, exchange.response

@@ -10,7 +10,9 @@ Contract:
   case-insensitively: api, status), ``"error"`` (error codes, compared by number or by
   name), ``"address"`` (``"ip:port"``, compared with or without the port).
 * :func:`field_help` lists ``(name, type, description)`` for ``--help``-style listings and
-  completion; ``docs/display-filters.md`` documents the same list.
+  completion; ``docs/display-filters.md`` documents the same list. Plugins add fields
+  named ``"<plugin>.<field>"`` through :mod:`kwsniff.output.extra_fields`; they are
+  listed after the built-in ones.
 """
 
 from __future__ import annotations
@@ -161,4 +163,5 @@ FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _SPECS}
 
 def field_help() -> list[tuple[str, str, str]]:
     """``(name, type, description)`` of every field, in documentation order."""
-    return [(s.name, s.type + ("[]" if s.multi else ""), s.description) for s in _SPECS]
+    return [(s.name, s.type + ("[]" if s.multi else ""), s.description)
+            for s in FIELDS.values()]

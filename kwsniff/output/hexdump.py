@@ -47,8 +47,14 @@ def hexdump_lines(data: bytes | memoryview, *, base: int = 0, limit: int | None 
     for start in range(0, shown, 16):
         chunk = data[start:min(start + 16, shown)]
         if hl is None:
-            hexes = [_HEX[b] for b in chunk]
             ascii_col = chunk.translate(_PRINTABLE).decode("ascii")
+            if len(chunk) > 8:
+                hex_col = f"{chunk[:8].hex(' ')}  {chunk[8:].hex(' ')}"
+            else:
+                hex_col = chunk.hex(" ") + " "
+            hex_col += "   " * (16 - len(chunk))
+            yield f"{base + start:0{width}x}  {hex_col}   {ascii_col}"
+            continue
         else:
             hexes = []
             chars = []

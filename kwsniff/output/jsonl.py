@@ -15,6 +15,9 @@ Contract (documented in ``docs/export-schema.md``; machine-readable in
   ``{"size", "batch_count", "record_count", "codecs", "truncated"}`` (records themselves
   are ``"record"`` lines); a uuid is its text; unknown tagged fields ``_unknown_tags``
   are ``[[tag, bytes], ...]``; NaN/infinite floats become null.
+* Plugins: exchange fields they add are in ``"plugins"`` (only when a plugin added
+  export fields); record keys/values/headers their payload decoders decode are in
+  ``key_decoded``/``value_decoded`` and a header's ``"decoded"``.
 * Nothing is buffered beyond one exchange: memory does not grow with the capture.
 """
 
@@ -30,6 +33,7 @@ from typing import IO, Any
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.payload import as_text, decode_with_hooks, registered_decoders
 from kwsniff.kafka.records import Batch, Record, Records
+from kwsniff.output import extra_fields
 from kwsniff.output.facts import ExchangeFacts, TopicNames, iter_record_sets, records_count
 from kwsniff.output.fields import format_address
 from kwsniff.output.names import api_label, error_label
@@ -162,7 +166,7 @@ class ExportEncoder:
         codes = f.error_codes
         problems = exchange.all_problems() + record_set_problems(exchange, f.names)
         latency = exchange.latency_ms
-        return {
+        obj = {
             "schema": SCHEMA_ID,
             "kind": KIND_EXCHANGE,
             "index": exchange.index,
@@ -197,6 +201,9 @@ class ExportEncoder:
             "request_frames": _frames(req),
             "response_frames": _frames(resp),
         }
+        if extra_fields._extra and extra_fields.has_export_fields():
+            obj["plugins"] = extra_fields.export_values(exchange)
+        return obj
 
     def record_objects(self, exchange: Exchange, facts: ExchangeFacts | None = None
                        ) -> Iterator[dict[str, Any]]:
@@ -242,6 +249,14 @@ class ExportEncoder:
             value_decoded, _, probs = decode_with_hooks(bytes(record.value), topic, partition,
                                                         "value")
             problems.extend(probs)
+        headers = [{"key": k, "value": encode_bytes(v)} for k, v in record.headers]
+        if hooks:
+            for h, (k, v) in zip(headers, record.headers):
+                if v is not None:
+                    decoded, _, probs = decode_with_hooks(bytes(v), topic, partition, "header", k)
+                    problems.extend(probs)
+                    if decoded is not None:
+                        h["decoded"] = decoded
         obj.update({
             "side": side,
             "topic": topic,
@@ -251,7 +266,7 @@ class ExportEncoder:
             "timestamp_type": batch.timestamp_type,
             "key": encode_bytes(record.key),
             "value": encode_bytes(record.value),
-            "headers": [{"key": k, "value": encode_bytes(v)} for k, v in record.headers],
+            "headers": headers,
             "size": record.size,
             "codec": batch.codec_name if batch.attributes is not None else None,
             "magic": batch.magic,

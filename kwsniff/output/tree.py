@@ -13,6 +13,9 @@ Contract:
   which frame (``"request"``/``"response"``). Computing spans re-decodes the message,
   so it is opt-in.
 * Nodes carry ``about`` (the field description from the definitions) for the TUI.
+* Plugins: a record key/value/header decoded by a payload plugin shows the decoded
+  object's fields as child nodes (and the decoders' problems); plugin exchange fields
+  with a value are listed under a ``Plugin fields`` node of the exchange.
 * :func:`render_tree` yields indented text lines (4 spaces per level), optionally with
   byte ranges. Nothing here raises on odd bodies: values it cannot interpret are shown
   with ``repr``.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import lru_cache
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +42,7 @@ from kwsniff.kafka.protocol import (
 )
 from kwsniff.kafka.protocol.error_codes import is_error_field
 from kwsniff.kafka.records import Batch, Record, Records
+from kwsniff.output import extra_fields
 from kwsniff.output.color import PLAIN, Palette
 from kwsniff.output.digest import human_bytes
 from kwsniff.output.fields import format_address
@@ -129,6 +134,25 @@ def _scalar(name: str, value: Any, enum: str | None, protocol: str) -> tuple[str
     return repr(value), None
 
 
+# ----------------------------------------------------------------------------- metadata
+
+@lru_cache(maxsize=65536)
+def _field_info(api_key: int, kind: str, version: int, names: tuple[str, ...]) -> Any:
+    """Cached ``field_info`` (the table walk per field is the tree's hot spot)."""
+    try:
+        return field_info(api_key, kind, version, names)
+    except Exception:  # noqa: BLE001 - metadata is decoration
+        return None
+
+
+@lru_cache(maxsize=16384)
+def _struct_info(name: str, version: int, names: tuple[str, ...]) -> Any:
+    try:
+        return struct_field_info(name, version, names)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 # ----------------------------------------------------------------------------- builder
 
 class _Builder:
@@ -159,13 +183,11 @@ class _Builder:
     def info(self, section: str, path: tuple[Any, ...]) -> Any:
         if not self.modern:
             return None
-        try:
-            if section == "header":
-                name = "RequestHeader" if self.kind == "request" else "ResponseHeader"
-                return struct_field_info(name, self.msg.header_version or 0, path)
-            return field_info(self.msg.api_key, self.kind, self.version, path)  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 - metadata is decoration
-            return None
+        names = tuple(p for p in path if not isinstance(p, int))
+        if section == "header":
+            name = "RequestHeader" if self.kind == "request" else "ResponseHeader"
+            return _struct_info(name, self.msg.header_version or 0, names)
+        return _field_info(self.msg.api_key, self.kind, self.version, names)
 
     # -- dict bodies ----------------------------------------------------------------
     def fields(self, parent: TreeNode, obj: dict[str, Any], section: str,
@@ -189,10 +211,7 @@ class _Builder:
         name, version = schema
         if version is None:
             return None
-        try:
-            return struct_field_info(name, version, path)
-        except Exception:  # noqa: BLE001
-            return None
+        return _struct_info(name, version, tuple(p for p in path if not isinstance(p, int)))
 
     def value(self, parent: TreeNode, key: str, value: Any, section: str,
               path: tuple[Any, ...], about: str | None, enum: str | None,
@@ -370,12 +389,12 @@ class _Builder:
                     _plain_dict(data, v)
                 elif k != "type":
                     ctl.add(TreeNode(k, _plain_value(v)))
-        add(TreeNode("Key", self.payload(r.key, topic, partition, "key")))
-        add(TreeNode("Value", self.payload(r.value, topic, partition, "value")))
+        self.payload_node(node, "Key", r.key, topic, partition, "key")
+        self.payload_node(node, "Value", r.value, topic, partition, "value")
         if r.headers:
             headers = add(TreeNode("Headers", f"{len(r.headers)}"))
             for hk, hv in r.headers:
-                headers.add(TreeNode(_quote(hk), self.payload(hv, topic, partition, "header")))
+                self.payload_node(headers, _quote(hk), hv, topic, partition, "header", hk)
         for label, decoded in (("Key decoded", r.key_decoded), ("Value decoded", r.value_decoded)):
             if isinstance(decoded, dict):
                 _plain_dict(add(TreeNode(label, str(decoded.get("schema", "")))), decoded)
@@ -387,11 +406,35 @@ class _Builder:
         for p in r.problems or ():
             add(TreeNode("Problem", str(p), style="warn"))
 
+    def payload_node(self, parent: TreeNode, label: str, data: bytes | None,
+                     topic: str | None, partition: int | None, part: str,
+                     header_key: str | None = None) -> TreeNode:
+        """A key/value/header node; an object decoded by a payload plugin gets its fields
+        as children, and the decoders' problems are shown under it."""
+        rendered = None if data is None else render_payload(
+            data, topic=topic, partition=partition, part=part, header_key=header_key)
+        node = parent.add(TreeNode(label, self._payload_text(data, rendered)))
+        if rendered is not None:
+            obj = rendered.obj
+            if rendered.kind == "decoded" and isinstance(obj, dict):
+                _plain_dict(node, obj)
+            elif rendered.kind == "decoded" and isinstance(obj, list) and obj \
+                    and all(isinstance(x, dict) for x in obj):
+                _plain_dict(node, {f"[{i}]": x for i, x in enumerate(obj)})
+            for p in rendered.problems:
+                node.add(TreeNode("Problem", str(p), style="warn"))
+        return node
+
     def payload(self, data: bytes | None, topic: str | None, partition: int | None,
                 part: str) -> str:
         if data is None:
             return "null"
-        rendered = render_payload(data, topic=topic, partition=partition, part=part)
+        return self._payload_text(data, render_payload(data, topic=topic, partition=partition,
+                                                       part=part))
+
+    def _payload_text(self, data: bytes | None, rendered: Any) -> str:
+        if data is None or rendered is None:
+            return "null"
         size = f"{len(data)} bytes"
         if rendered.kind == "json" and rendered.obj is not None:
             text = json.dumps(rendered.obj, ensure_ascii=False, separators=(",", ":"))
@@ -531,6 +574,12 @@ def build_tree(exchange: Exchange, *, spans: bool = False,
         root.add(TreeNode("Correlation id", str(exchange.correlation_id)))
     if exchange.client_id is not None:
         root.add(TreeNode("Client id", _quote(exchange.client_id)))
+    if extra_fields._extra:
+        items = extra_fields.tree_items(exchange)
+        if items:
+            node = root.add(TreeNode("Plugin fields", str(len(items))))
+            for name, text in items:
+                node.add(TreeNode(name, text))
     for msg in (exchange.request, exchange.response):
         if msg is not None:
             try:

@@ -165,5 +165,7 @@ def test_export_streams_in_bounded_memory():
         tracemalloc.stop()
         return current
 
+    # Each exchange carries > 6 KB of record data: keeping anything per exchange would
+    # retain megabytes; allow for unrelated interpreter caches filling up meanwhile.
     small, large = retained(20), retained(300)
-    assert large < small + 32 * 1024, (small, large)
+    assert large < small + 256 * 1024, (small, large)
