@@ -107,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   | {line}")
         if not ok:
             failed.append(name)
+    readme = args.out / "README.md"
+    if readme.exists():
+        from pcapgen import readme_table
+
+        readme_table.update(readme, args.out, list(scenarios))
     if failed:
         print(f"make_pcaps: FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -273,3 +273,14 @@ def test_tshark_finds_exactly_the_logged_requests(name: str) -> None:
     anywhere = collections.Counter(key(r) for r in doc["requests"] if r["client_id"] != blind)
     assert want - seen == collections.Counter()
     assert seen - anywhere == collections.Counter()
+
+
+def test_readme_table_matches_the_manifests() -> None:
+    from pcapgen import readme_table
+
+    text = (PCAPS / "README.md").read_text()
+    table = text.split(readme_table.START, 1)[1].split(readme_table.END, 1)[0].strip()
+    assert table == readme_table.render(PCAPS, EXPECTED), \
+        "pcaps/README.md table is stale: run tools/make_pcaps.py (or pcapgen.readme_table)"
+    for name in EXPECTED:
+        assert f"**{name}**" in text, f"pcaps/README.md has no paragraph for {name}"
