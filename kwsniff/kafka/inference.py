@@ -83,6 +83,9 @@ def all_pairs(broker_ranges: dict[int, tuple[int, int]] | None) -> list[tuple[in
 #: tiers where the candidates come from the connection's own traffic: several fitting
 #: APIs are resolved by preference; in broader tiers they make the orphan ambiguous
 NARROW_TIERS = ("connection", "client")
+#: decodes spent checking whether other APIs fit a narrow-tier choice (common APIs,
+#: newest versions first; each new (key, version) costs a decoder compilation)
+OTHER_API_TRIES = 48
 
 
 def infer_response(raw: bytes, tiers: Iterable[tuple[str, list[tuple[int, int]]]],
@@ -118,7 +121,7 @@ def infer_response(raw: bytes, tiers: Iterable[tuple[str, list[tuple[int, int]]]
         best = fits[0]
         best.inferred = f"{tier}: {len(fits)} of {n} candidates fit"
         if tier in NARROW_TIERS and tiers[-1][0] not in NARROW_TIERS:
-            others = _other_apis(raw, tiers[-1][1], best.api_key, max_tries - len(tried))
+            others = _other_apis(raw, tiers[-1][1], best.api_key, OTHER_API_TRIES)
             if others:
                 best.inferred += f"; {others} other APIs fit too"
         return best, ""

@@ -1,0 +1,156 @@
+"""Engine composition: counters, connection summaries, live driving, bounds, bad input."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+from convsim import Sim, merge
+from kscenario import fetch, heartbeat, metadata, play, session
+
+from kwsniff.engine import Engine, EngineOptions, iter_exchanges
+from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, PAIRED, UNANSWERED
+from kwsniff.tcp import iter_tcp_events
+
+
+def _mixed_capture() -> list[tuple]:
+    k1 = Sim(client=("10.0.0.1", 40001), t0=10.0)
+    play(k1, session(12, seed=1))
+    k1.fin()
+    k2 = Sim(client=("10.0.0.3", 40003), server=("10.0.0.9", 19999), t0=10.01)
+    play(k2, session(6, seed=2))
+    tls = Sim(client=("10.0.0.4", 40004), t0=10.02)
+    tls.c(bytes.fromhex("1603010010") + bytes(16))
+    http = Sim(client=("10.0.0.5", 40005), server=("10.0.0.2", 8080), t0=10.03)
+    http.c(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    http.s(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    return merge(k1, k2, tls, http)
+
+
+def test_run_summary_and_connections() -> None:
+    pk = _mixed_capture()
+    eng = Engine()
+    out = list(iter_exchanges(pk, engine=eng))
+    s = eng.summary
+    assert s.packets == len(pk) and s.tcp.packets == len(pk)
+    assert s.tcp_connections == 4
+    assert s.kafka_connections == 2 and s.tls_connections == 1 and s.other_connections == 1
+    assert s.exchanges_total == len(out) == 12 + 2 + 6 + 2
+    assert s.exchanges[PAIRED] + s.exchanges[NO_RESPONSE_EXPECTED] == len(out)
+    assert s.requests == len(out) and s.responses == s.exchanges[PAIRED]
+    assert s.skipped_bytes == 0 and s.gaps == 0
+    syn = next(f for f, ts, lt, d, n in pk if struct.unpack_from(">H", d, 34)[0] == 40004)
+    assert s.problems == [f"frame {syn}: connection 2 is TLS-encrypted, not decodable"]
+    conns = {c.stream: c for c in eng.connection_summaries()}
+    assert sorted(c.protocol for c in conns.values()) == ["kafka", "kafka", "tls"]
+    k2 = next(c for c in conns.values() if c.broker == ("10.0.0.9", 19999))
+    assert k2.detected_by.startswith("content") and k2.client_ids == ["cli"]
+    d = s.to_dict()
+    assert d["exchanges"][PAIRED] == s.exchanges[PAIRED] and "tcp" not in d
+
+
+def test_live_tick_releases_unanswered() -> None:
+    s = Sim(t0=100.0)
+    s.c(metadata(1).request)
+    eng = Engine(EngineOptions(timeout=5.0))
+    got = []
+    for ev in iter_tcp_events(merge(s)):
+        got += eng.feed_event(ev)
+        if type(ev).__name__ == "StreamData":
+            break
+    assert got == []
+    assert eng.tick(103.0) == []
+    out = eng.tick(106.0)
+    assert [e.status for e in out] == [UNANSWERED] and out[0].index == 1
+
+
+def test_memory_stays_bounded_with_unanswered_flood() -> None:
+    s = Sim(t0=0.0)
+    for corr in range(1, 3001):
+        s.c(heartbeat(corr).request)
+        s.wait(0.01)
+    eng = Engine(EngineOptions(timeout=2.0, overtake_limit=1000))
+    peak_pending = peak_ready = 0
+    n = 0
+    for ev in iter_tcp_events(merge(s)):
+        n += len(eng.feed_event(ev))
+        for conv in eng.convs.values():
+            peak_pending = max(peak_pending, len(conv.pending))
+        peak_ready = max(peak_ready, len(eng.ctx.reorder))
+    n += len(eng.finish())
+    assert n == 3000
+    assert peak_pending <= 2.0 / 0.01 + 120      # timeout / spacing, plus one sweep
+    assert peak_ready <= 2
+
+
+def test_reorder_buffer_never_exceeds_limit() -> None:
+    a = Sim(client=("10.0.0.1", 40001), t0=0.0)
+    b = Sim(client=("10.0.0.3", 40002), t0=0.001)
+    a.c(fetch(1).request)
+    for corr in range(1, 500):
+        st = heartbeat(corr)
+        b.c(st.request)
+        b.s(st.response)
+    eng = Engine(EngineOptions(reorder_limit=50))
+    peak = 0
+    out = []
+    for ev in iter_tcp_events(merge(a, b)):
+        out += eng.feed_event(ev)
+        peak = max(peak, len(eng.ctx.reorder))
+    out += eng.finish()
+    assert peak <= 51 and len(out) == 500
+    assert [e.index for e in out] == list(range(1, 501))
+
+
+def test_bad_bytes_never_raise() -> None:
+    rnd = random.Random(5)
+    for trial in range(20):
+        s = Sim(handshake=rnd.random() < 0.5, server=("10.0.0.2", rnd.choice([9092, 5555])))
+        for _ in range(rnd.randrange(1, 30)):
+            size = rnd.randrange(0, 300)
+            blob = bytes(rnd.getrandbits(8) for _ in range(size))
+            if rnd.random() < 0.4:
+                blob = struct.pack(">ihhih", len(blob) + 10, rnd.randrange(-5, 100),
+                                   rnd.randrange(-3, 20), rnd.randrange(-9, 99),
+                                   rnd.randrange(-2, 5)) + blob
+            s.send(rnd.random() < 0.5, blob)
+        if rnd.random() < 0.5:
+            s.fin()
+        pk = merge(s)
+        if rnd.random() < 0.5:
+            pk = [(f, ts, lt, d[: rnd.randrange(14, len(d) + 1)], n) for f, ts, lt, d, n in pk]
+        out = list(Engine().run(pk))
+        assert [e.index for e in out] == list(range(1, len(out) + 1))
+
+
+def test_mutated_session_never_raises_and_keeps_order() -> None:
+    rnd = random.Random(8)
+    s = Sim()
+    play(s, session(40, seed=9, big_fetch=2000))
+    s.fin()
+    base = merge(s)
+    for trial in range(15):
+        pk = []
+        for f, ts, lt, d, n in base:
+            if len(d) > 54 and rnd.random() < 0.1:
+                b = bytearray(d)
+                for _ in range(rnd.randrange(1, 6)):
+                    b[rnd.randrange(54, len(b))] = rnd.getrandbits(8)
+                d = bytes(b)
+            pk.append((f, ts, lt, d, n))
+        eng = Engine()
+        out = list(eng.run(pk))
+        firsts = [(e.request or e.response).frame_first for e in out]
+        assert firsts == sorted(firsts)
+        assert eng.summary.exchanges_total == len(out)
+
+
+def test_headers_only_mode_pairs_the_same() -> None:
+    s = Sim()
+    steps = session(30, seed=12)
+    play(s, steps)
+    pk = merge(s)
+    full = [(e.status, e.api_key, e.correlation_id) for e in Engine().run(pk)]
+    fast = [(e.status, e.api_key, e.correlation_id)
+            for e in Engine(EngineOptions(bodies=False)).run(pk)]
+    assert full == fast and len(full) == len(steps)
