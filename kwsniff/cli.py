@@ -54,7 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     debug = getattr(args, "debug", False)
     try:
-        return int(args._run(args) or 0)
+        from kwsniff.plugin_api.cli import plugin_session
+
+        with plugin_session(args) as plugins:   # loads --plugins etc. for this run
+            if plugins.done:
+                return 0
+            return int(args._run(args) or 0)
     except UserError as err:
         if debug:
             traceback.print_exc()

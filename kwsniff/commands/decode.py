@@ -23,6 +23,7 @@ from kwsniff.output.hexdump import frame_bytes, hexdump_lines
 from kwsniff.output.pipeline import Selection, run_counters, run_summary_line
 from kwsniff.output.summary import TIME_FORMATS, SummaryFormatter
 from kwsniff.output.tree import DEFAULT_VALUE_CHARS, build_tree, render_tree
+from kwsniff.plugin_api.cli import add_plugin_arguments
 
 # ----------------------------------------------------------------------------- shared
 # export and stats use these helpers too.
@@ -50,7 +51,8 @@ def _port(text: str) -> int:
 
 def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: bool = True
                           ) -> None:
-    """CAPTURE, -Y, -c and the engine options every capture-reading command takes."""
+    """CAPTURE, -Y, -c, the engine options and the plugin options (loaded by
+    ``kwsniff.cli.main``) every capture-reading command takes."""
     parser.add_argument("capture", metavar="CAPTURE", nargs=None if capture_required else "?",
                         help='pcap or pcapng file (optionally compressed), "-" for stdin')
     parser.add_argument("-Y", "--display-filter", metavar="EXPR",
@@ -66,6 +68,7 @@ def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: 
     group.add_argument("--timeout", metavar="SECONDS", type=float, default=None,
                        help="capture seconds after which a request without response is "
                             "reported unanswered (default 300)")
+    add_plugin_arguments(parser)
 
 
 def compile_display_filter(args: argparse.Namespace) -> DisplayFilter | None:

@@ -14,6 +14,12 @@ Contract:
 * Topic patterns are shell-style globs (``"orders.*"``) or compiled regular
   expressions; ``None`` or ``"*"`` matches every topic, including an unknown (None) one.
   Decoders are tried in registration order.
+* ``header_keys`` (globs) restricts a decoder to header values of those header names
+  (it then sees only ``part="header"``); with ``pass_header_key=True`` the header name
+  (None for keys and values) is passed as a fifth argument.
+* A decoder raises :class:`PayloadProblem` to say "this is my format, but it is
+  malformed": the message becomes a problem (``"<name>: <message>"``) and the next
+  decoder is tried; it is not reported as a decoder failure.
 """
 
 from __future__ import annotations
@@ -26,7 +32,11 @@ from typing import Any, Callable
 
 PARTS = ("key", "value", "header")
 
-PayloadDecoder = Callable[[str | None, int | None, str, bytes], Any]
+PayloadDecoder = Callable[..., Any]
+
+
+class PayloadProblem(Exception):
+    """Raised by a payload decoder for data of its format that it cannot decode."""
 
 KIND_NULL = "null"
 KIND_EMPTY = "empty"
@@ -56,9 +66,15 @@ class _Registration:
     pattern: str | re.Pattern[str] | None
     func: PayloadDecoder
     parts: frozenset[str]
+    header_keys: tuple[str, ...] | None = None
+    pass_header_key: bool = False
 
-    def matches(self, topic: str | None, part: str) -> bool:
+    def matches(self, topic: str | None, part: str, header_key: str | None = None) -> bool:
         if part not in self.parts:
+            return False
+        if self.header_keys is not None and (
+                header_key is None
+                or not any(fnmatch.fnmatchcase(header_key, k) for k in self.header_keys)):
             return False
         pat = self.pattern
         if pat is None or pat == "*":
@@ -75,13 +91,19 @@ _registry: list[_Registration] = []
 
 def register_payload_decoder(pattern: str | re.Pattern[str] | None, func: PayloadDecoder, *,
                              parts: tuple[str, ...] | list[str] = PARTS,
-                             name: str | None = None) -> object:
+                             name: str | None = None,
+                             header_keys: tuple[str, ...] | list[str] | None = None,
+                             pass_header_key: bool = False) -> object:
     """Register ``func`` for topics matching ``pattern``; returns a handle for
     :func:`unregister_payload_decoder`."""
     bad = set(parts) - set(PARTS)
     if bad:
         raise ValueError(f"unknown payload parts {sorted(bad)}; use {PARTS}")
-    reg = _Registration(name or getattr(func, "__name__", "decoder"), pattern, func, frozenset(parts))
+    if header_keys is not None:
+        header_keys = tuple(header_keys)
+        parts = ("header",)
+    reg = _Registration(name or getattr(func, "__name__", "decoder"), pattern, func,
+                        frozenset(parts), header_keys, pass_header_key)
     _registry.append(reg)
     return reg
 
@@ -98,14 +120,21 @@ def registered_decoders() -> list[tuple[str, Any, tuple[str, ...]]]:
 
 
 def decode_with_hooks(data: bytes, topic: str | None, partition: int | None,
-                      part: str) -> tuple[Any, str | None, list[str]]:
+                      part: str, header_key: str | None = None
+                      ) -> tuple[Any, str | None, list[str]]:
     """Try the registered decoders: (result or None, decoder name, problems)."""
     problems: list[str] = []
     for reg in list(_registry):
-        if not reg.matches(topic, part):
+        if not reg.matches(topic, part, header_key):
             continue
         try:
-            result = reg.func(topic, partition, part, data)
+            if reg.pass_header_key:
+                result = reg.func(topic, partition, part, data, header_key)
+            else:
+                result = reg.func(topic, partition, part, data)
+        except PayloadProblem as exc:
+            problems.append(f"{reg.name}: {exc}")
+            continue
         except Exception as exc:  # a plugin's failure never breaks decoding
             problems.append(f"payload decoder {reg.name} failed: {type(exc).__name__}: {exc}")
             continue
@@ -140,8 +169,9 @@ def hex_string(data: bytes, max_bytes: int | None = None) -> str:
 
 def render_payload(data: bytes | None, *, topic: str | None = None, partition: int | None = None,
                    part: str = "value", max_chars: int | None = None,
-                   hooks: bool = True) -> Rendered:
-    """Render ``data`` for display; ``max_chars`` shortens ``text`` (``truncated`` set)."""
+                   hooks: bool = True, header_key: str | None = None) -> Rendered:
+    """Render ``data`` for display; ``max_chars`` shortens ``text`` (``truncated`` set);
+    ``header_key`` is the header name when ``part="header"``."""
     if data is None:
         return Rendered(KIND_NULL, "null")
     if not data:
@@ -149,7 +179,7 @@ def render_payload(data: bytes | None, *, topic: str | None = None, partition: i
     data = bytes(data)
     problems: list[str] = []
     if hooks and _registry:
-        obj, name, problems = decode_with_hooks(data, topic, partition, part)
+        obj, name, problems = decode_with_hooks(data, topic, partition, part, header_key)
         if name is not None:
             if isinstance(obj, str):
                 text = obj
@@ -179,7 +209,7 @@ def render_headers(headers: list[tuple[str, bytes | None]], *, topic: str | None
                    partition: int | None = None, max_chars: int | None = None) -> list[tuple[str, Rendered]]:
     """Render every header value (``part="header"``)."""
     return [(k, render_payload(v, topic=topic, partition=partition, part="header",
-                               max_chars=max_chars)) for k, v in headers]
+                               max_chars=max_chars, header_key=k)) for k, v in headers]
 
 
 def _json_default(obj: Any) -> Any:

@@ -1,13 +1,17 @@
-"""Kafka API key names (from the generated table: Kafka's request names minus "Request")."""
+"""Kafka API key names (from the generated table: Kafka's request names minus "Request";
+vendor extensions name the keys the table does not know)."""
 
 from __future__ import annotations
 
+from kwsniff.kafka.protocol.extensions import vendor_key_by_name, vendor_name
 from kwsniff.kafka.protocol.schema_table import API_NAMES
 
 
 def api_name(api_key: int | None) -> str:
-    """"Produce", "Fetch", ...; ``Unknown(<key>)`` for keys the table does not know."""
+    """"Produce", "Fetch", ...; a registered vendor API's name; ``Unknown(<key>)`` else."""
     name = API_NAMES.get(api_key) if api_key is not None else None
+    if name is None:
+        name = vendor_name(api_key)
     return name if name is not None else f"Unknown({api_key})"
 
 
@@ -17,4 +21,4 @@ def api_key_by_name(name: str) -> int | None:
     for key, value in API_NAMES.items():
         if value.lower() == low:
             return key
-    return None
+    return vendor_key_by_name(name)

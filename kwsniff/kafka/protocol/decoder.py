@@ -17,6 +17,9 @@ Contract (see also docs/architecture.md):
   given version and returns ``(dict, end_offset)``.
 * :func:`field_spans` recomputes byte ranges on demand; bulk decoding never pays for it.
 * Decoders are compiled per (schema, version) on first use and cached for the process.
+* API keys/versions the table lacks are decoded by vendor extensions when one is
+  registered (:mod:`kwsniff.kafka.protocol.extensions`); a failing extension leaves the
+  body undecoded with a problem naming it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import struct
 from typing import Any, NamedTuple
 
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
+from kwsniff.kafka.protocol import extensions
 from kwsniff.kafka.protocol.codegen import DECODE_ERRORS, DecodeError, DecodeFn, compile_decoder
 from kwsniff.kafka.protocol.headers import (
     API_VERSIONS,
@@ -71,10 +75,32 @@ def body_decoder(api_key: int, kind: str, version: int, with_spans: bool = False
         pass
     seg = message_schema(api_key, kind, version)
     if seg is None:
-        return None   # not cached: garbage api keys/versions must not grow the cache
+        return _vendor_body_decoder(api_key, kind, version, with_spans)
     fn = compile_decoder(seg[4], version, in_range(version, seg[2]), with_spans,
                          name=f"{seg[3].replace('-', '_').replace('.', '_')}_{api_key}_{kind}")
     _bodies[key] = fn
+    return fn
+
+
+_vendor_bodies: dict[tuple[int, str, int, bool], DecodeFn] = {}
+
+
+def _vendor_body_decoder(api_key: int, kind: str, version: int,
+                         with_spans: bool) -> DecodeFn | None:
+    """Compiled decoder of a vendor API defined by a message definition, else None
+    (not cached when absent: garbage api keys/versions must not grow the cache)."""
+    key = (api_key, kind, version, with_spans)
+    fn = _vendor_bodies.get(key)
+    if fn is not None:
+        return fn
+    api = extensions.vendor_api(api_key, version)
+    rows = api.rows.get(kind) if api is not None else None
+    if rows is None:
+        return None
+    assert api is not None
+    fn = compile_decoder(rows, version, api.is_flexible(version), with_spans,
+                         name=f"vendor_{api_key}_{kind}")
+    _vendor_bodies[key] = fn
     return fn
 
 
@@ -128,9 +154,45 @@ class _Plan(NamedTuple):
     header_fn: DecodeFn | None
     body_fn: DecodeFn | None
     missing: str | None        # why there is no body decoder
+    vendor: extensions.VendorApi | None = None   # a vendor extension decodes the body
 
 
 _plans: dict[tuple[int, int, str], _Plan] = {}
+_vendor_plans: dict[tuple[int, int, str], _Plan] = {}
+MAX_VENDOR_PLANS = 4096
+
+
+def _forget_vendor_plans() -> None:
+    _vendor_plans.clear()
+    _vendor_bodies.clear()
+
+
+extensions.on_change(_forget_vendor_plans)
+
+
+def _vendor_plan(kind: str, api_key: int, version: int) -> _Plan | None:
+    """The plan of a vendor extension covering (key, version), cached until the
+    registry changes; None when no extension covers it."""
+    key = (api_key, version, kind)
+    plan = _vendor_plans.get(key)
+    if plan is not None:
+        return plan
+    api = extensions.vendor_api(api_key, version)
+    if api is None:
+        return None
+    if kind == REQUEST:
+        hv, hname = api.request_header_version(version), "RequestHeader"
+    else:
+        hv, hname = api.response_header_version(version), "ResponseHeader"
+    body_fn = _vendor_body_decoder(api_key, kind, version, False)
+    missing = None
+    if body_fn is None and api.body_fn(kind) is None:
+        missing = f"{api.name} (vendor API {api_key}, {api.owner}) {kind} v{version} has no {kind} decoder"
+    plan = _Plan(hv, hname, struct_decoder(hname, hv), body_fn, missing,
+                 api if body_fn is None and missing is None else None)
+    if len(_vendor_plans) < MAX_VENDOR_PLANS:   # open version ranges must not grow it
+        _vendor_plans[key] = plan
+    return plan
 
 
 def _plan(kind: str, api_key: int, version: int) -> _Plan:
@@ -142,6 +204,10 @@ def _plan(kind: str, api_key: int, version: int) -> _Plan:
         hv, hname = request_header_version(api_key, version), "RequestHeader"
     else:
         hv, hname = response_header_version(api_key, version), "ResponseHeader"
+    if message_schema(api_key, kind, version) is None:
+        vplan = _vendor_plan(kind, api_key, version)
+        if vplan is not None:
+            return vplan
     body_fn = body_decoder(api_key, kind, version)
     missing = None
     if body_fn is None:
@@ -185,8 +251,43 @@ def _header(msg: KafkaMessage, plan: _Plan) -> int | None:
         return None
 
 
+def _vendor_body(msg: KafkaMessage, api: extensions.VendorApi, kind: str, version: int,
+                 pos: int) -> None:
+    """Body decoded by a vendor extension's callable; its failures become problems."""
+    raw = msg.raw
+    msg.body_offset = msg.body_end = pos
+    fn = api.body_fn(kind)
+    what = f"vendor API {api.name} ({api.owner}) {kind} v{version}"
+    if fn is None:
+        msg.problems.append(f"{what}: no decoder: body of {len(raw) - pos} bytes not decoded")
+        return
+    try:
+        result = fn(raw, pos, version)
+    except Exception as exc:  # noqa: BLE001 - an extension's failure never stops decoding
+        msg.problems.append(f"{what} decoder failed: {type(exc).__name__}: {exc}")
+        return
+    end = len(raw)
+    if isinstance(result, tuple) and len(result) == 2 and type(result[1]) is int:
+        result, end = result
+    if not isinstance(result, dict) or not pos <= end <= len(raw):
+        msg.problems.append(f"{what} decoder returned {type(result).__name__}"
+                            + ("" if isinstance(result, dict) else
+                               ", not a dict or (dict, end offset)")
+                            + ("" if pos <= end <= len(raw) else f" with end {end} outside "
+                               f"the body [{pos}, {len(raw)}]")
+                            + ": body not decoded")
+        return
+    msg.body = result
+    msg.body_end = end
+    if end != len(raw):
+        msg.problems.append(f"{len(raw) - end} bytes left over after the body")
+
+
 def _body(msg: KafkaMessage, fn: DecodeFn | None, missing: str | None, kind: str,
-          version: int, pos: int) -> None:
+          version: int, pos: int, vendor: extensions.VendorApi | None = None) -> None:
+    if vendor is not None:
+        _vendor_body(msg, vendor, kind, version, pos)
+        return
     raw = msg.raw
     msg.body_offset = pos
     if fn is None:
@@ -228,7 +329,7 @@ def decode_request(raw: bytes) -> KafkaMessage:
         pos = _header(msg, plan)
         msg.client_id = msg.header.get("ClientId")
         if pos is not None:
-            _body(msg, plan.body_fn, plan.missing, REQUEST, api_version, pos)
+            _body(msg, plan.body_fn, plan.missing, REQUEST, api_version, pos, plan.vendor)
     except Exception as exc:  # noqa: BLE001 - contract: never raise on bad bytes
         msg.problems.append(f"internal decoder error: {type(exc).__name__}: {exc}")
     return msg
@@ -253,7 +354,7 @@ def decode_response(raw: bytes, api_key: int, api_version: int) -> KafkaMessage:
             if version != api_version:
                 msg.header["_body_version"] = version
                 fn = body_decoder(api_key, RESPONSE, version)
-        _body(msg, fn, missing, RESPONSE, version, pos)
+        _body(msg, fn, missing, RESPONSE, version, pos, plan.vendor)
     except Exception as exc:  # noqa: BLE001 - contract: never raise on bad bytes
         msg.problems.append(f"internal decoder error: {type(exc).__name__}: {exc}")
     return msg
