@@ -110,6 +110,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help='with -o: also write one "record" object per record')
     out.add_argument("-w", "--write", metavar="FILE.pcapng",
                      help="also write every captured packet to a pcapng file")
+    from kwsniff.plugin_api.cli import add_plugin_arguments
+
+    add_plugin_arguments(parser)   # loaded by kwsniff.cli.main, as for decode
 
 
 def _list_interfaces(out: IO[str]) -> int:
