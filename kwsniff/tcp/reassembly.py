@@ -323,6 +323,9 @@ class TcpReassembler:
         if missing:
             self._buffer(flow, d, off + n, end, None, frame, ts)
         self._drain(flow, d, events)
+        if ds.pending and ds.ack is not None and self.gap_on_ack:
+            # the peer may already have acknowledged bytes of the hole before these
+            self._acked(flow, d, frame, ts, events)
         if ds.buffered > self.max_buffer:
             while ds.pending and ds.buffered > self.max_buffer:
                 self._skip_to(flow, d, ds.pending[0][0], frame, ts, GAP_BUFFER, events)

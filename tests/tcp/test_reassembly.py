@@ -194,6 +194,15 @@ def test_ack_of_unseen_bytes_declares_the_hole_a_gap_at_once():
     assert events[0].conn.gap_bytes == [6, 0]
 
 
+def test_ack_seen_before_the_data_after_the_hole_declares_the_gap_on_arrival():
+    c, s = pair()
+    segs = handshake(c, s) + [c.at(0, b"aaaa"), s.at(0, b"", ack=c.isn + 1 + 10)]
+    events, r = run(segs, finish=False)
+    more = list(r.feed(6, 0.6, c.at(10, b"cccc")))     # [4, 10) was acked: it is lost
+    check_contract(events + more)
+    assert streams(more)[0, 0] == [("gap", 4, 6, GAP_ACKED), ("data", 10, b"cccc", 6)]
+
+
 def test_partial_ack_only_declares_the_acknowledged_part():
     c, s = pair()
     segs = handshake(c, s) + [c.at(0, b"aaaa"), c.at(20, b"zz")]
