@@ -88,14 +88,14 @@ def test_retransmissions_and_partial_overlaps_are_dropped():
 def test_overlapping_buffered_copies_first_captured_wins_and_conflict_is_reported():
     c, s = pair()
     segs = handshake(c, s) + [
-        c.at(10, b"XXXXXXXXXX"),   # [10, 20) first copy
+        c.at(10, b"QQQQQQQQQQ"),   # [10, 20) first copy
         c.at(15, b"yyyyyZZZZZ"),   # [15, 25): [15,20) conflicts, [20,25) new
-        c.at(5, b"wwwwwwwwww"),    # [5, 15): [10,15) agrees? no: 'w' vs 'X' -> conflict
+        c.at(5, b"wwwwwwwwww"),    # [5, 15): [10, 15) conflicts, [5, 10) new
         c.at(0, b"01234"),
     ]
     events, r = run(segs)
     check_contract(events)
-    assert joined(events) == b"01234" + b"wwwww" + b"XXXXXXXXXX" + b"ZZZZZ"
+    assert joined(events) == b"01234" + b"wwwww" + b"QQQQQQQQQQ" + b"ZZZZZ"
     assert r.overlap_conflicts == 2
     assert any("differ from the copy in frame 4" in p for p in r.problems)
     assert r.gaps == 0
