@@ -10,6 +10,7 @@ and review the diff.
 
 from __future__ import annotations
 
+import base64
 import collections
 import hashlib
 import json
@@ -196,9 +197,12 @@ def _digest(data: bytes | None) -> tuple[int, str] | None:
 
 
 def _manifest_digest(desc: dict | None) -> tuple[int, str] | None:
-    """The manifests describe bytes as {"length", "utf8"} or {"length", "sha256"}."""
+    """The manifests describe bytes as {"length", "utf8"}, {"length", "base64"} or
+    {"length", "sha256"}."""
     if desc is None:
         return None
     if "utf8" in desc:
         return _digest(desc["utf8"].encode("utf-8"))
+    if "base64" in desc:
+        return _digest(base64.b64decode(desc["base64"]))
     return desc["length"], desc["sha256"]
