@@ -35,8 +35,9 @@ OPTIONS = {
     "schemas": "directory of .avsc files named by schema id (7.avsc) or subject "
                "(orders-value.avsc); nothing is decoded without it",
     "ids": "schema id -> subject or file name, e.g. 7=orders-value,8=customer",
-    "topics": "topics (globs) whose keys/values must be Avro: a value that is not is "
-              "reported (default: every topic, decoding only what is framed and known)",
+    "topics": "topics (globs) whose values must be Avro: a value that is not is reported "
+              "(default: every topic, decoding only what is framed and known; keys are "
+              "never required to be Avro)",
     "parts": "what to decode: key, value or both (default: both)",
 }
 
@@ -104,7 +105,7 @@ def register(api: PluginContext) -> None:
                   if p in ("key", "value")) or ("key", "value")
 
     def decode(data: bytes, where: PayloadWhere) -> Any:
-        return decode_avro(data, where, schemas, strict, api)
+        return decode_avro(data, where, schemas, strict and where.part == "value", api)
 
     api.payload_decoder(decode, topics=topics or "*", parts=parts, name="avro")
 

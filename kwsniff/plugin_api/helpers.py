@@ -280,14 +280,16 @@ def exchange_records(exchange: Exchange) -> Iterator[tuple[str, str | None, int 
 
 
 def per_exchange(func: Callable[[Exchange], T]) -> Callable[[Exchange], T]:
-    """Memoise ``func`` for the most recent exchange (by identity)."""
-    last: list[Any] = [None, None]
+    """Memoise ``func`` for the most recent exchange (by identity; safe when a decoding
+    thread and a display thread both call it)."""
+    last: list[tuple[Exchange, T] | None] = [None]
 
     def wrapper(exchange: Exchange) -> T:
-        if last[0] is exchange:
-            return last[1]
+        cached = last[0]
+        if cached is not None and cached[0] is exchange:
+            return cached[1]
         value = func(exchange)
-        last[0], last[1] = exchange, value
+        last[0] = (exchange, value)
         return value
 
     wrapper.__name__ = getattr(func, "__name__", "per_exchange")

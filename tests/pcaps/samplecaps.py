@@ -32,6 +32,7 @@ EXPECTED = [
     "aiokafka",
     "tansu-admin",
     "midstream",
+    "plugins-avro-protobuf-json",   # tools/make_plugin_pcap.py (plugin tests)
 ]
 
 MAX_BYTES = 1024 * 1024

@@ -17,10 +17,11 @@ class Scenario:
 
 def all_scenarios() -> dict[str, Scenario]:
     """Every scenario, in generation order (imports are lazy: clients are heavy)."""
-    from . import aiokafka_client, kafka_python_legacy, midstream, rdkafka, tansu_admin
+    from . import aiokafka_client, kafka_python_legacy, midstream, plugins, rdkafka, tansu_admin
 
     out: dict[str, Scenario] = {}
-    for module in (rdkafka, kafka_python_legacy, aiokafka_client, tansu_admin, midstream):
+    for module in (rdkafka, kafka_python_legacy, aiokafka_client, tansu_admin, midstream,
+                   plugins):
         for sc in module.SCENARIOS:
             out[sc.name] = sc
     return out
