@@ -4,6 +4,12 @@ Per API and version: exchanges, errors, latency percentiles (p50/p90/p99/max) an
 errors by API and code; top topics by records and bytes, produced and fetched; top
 clients; connections. -Y restricts the statistics to matching exchanges. --json prints
 the same data as one JSON object. The run summary ends the report.
+
+Memory stays bounded: latency percentiles are exact (nearest rank) up to 4096 samples
+per API version, then estimated from a log-bucketed histogram within 1 % (max is always
+exact); topics, clients and connections are counted exactly up to --limit distinct keys
+each, beyond which the smallest half is dropped whenever the table fills up and the
+report says the tables are approximate.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ class _Collector:
     """Accumulates entities during one body walk."""
 
     __slots__ = ("topics", "topic_ids", "partitions", "groups", "txn_ids", "members",
-                 "producer_ids", "errors", "records", "record_sets", "per_topic",
+                 "producer_ids", "errors", "records", "sets", "per_topic",
                  "names", "is_response", "group_keys", "exact")
 
     def __init__(self, names: TopicNames | None, is_response: bool, exact: bool = False) -> None:
@@ -122,15 +122,17 @@ class _Collector:
         self.producer_ids: dict[int, None] = {}
         self.errors: dict[int, None] = {}
         self.records = 0
-        self.record_sets = 0
+        self.sets: list[tuple[str | None, int | None, Records]] = []  # (topic, partition, set)
         self.per_topic: dict[str, list[int]] = {}   # topic -> [records, bytes]
         self.names = names
         self.is_response = is_response
         self.group_keys = False
         self.exact = exact
 
-    def walk(self, obj: dict[str, Any], parent: str | None, topic: str | None) -> None:
-        # Resolve this struct's topic first so records below it are attributed to it.
+    def walk(self, obj: dict[str, Any], parent: str | None, topic: str | None,
+             partition: int | None = None) -> None:
+        # Resolve this struct's topic and partition first so that records below it are
+        # attributed to them.
         own_topic = None
         for key in ("Topic", "TopicName", "Name", "_topic_name"):
             name = obj.get(key)
@@ -151,6 +153,13 @@ class _Collector:
         if own_topic is not None:
             self.topics[own_topic] = None
             topic = own_topic
+        p = obj.get("PartitionIndex")
+        if type(p) is not int:
+            p = obj.get("Partition")
+            if type(p) is not int:
+                p = obj.get("Index") if parent in _INDEX_PARENTS else None
+        if type(p) is int:
+            partition = p
         for key, value in obj.items():
             kind = type(value)
             if kind is int:
@@ -169,7 +178,7 @@ class _Collector:
                 if type(first) is dict:
                     for item in value:
                         if type(item) is dict:
-                            self.walk(item, key, topic)
+                            self.walk(item, key, topic, partition)
                 elif type(first) is str:
                     if key in _TOPIC_LIST_KEYS:
                         for item in value:
@@ -207,12 +216,12 @@ class _Collector:
                 elif key == "Key" and self.group_keys:
                     self.groups[value] = None
             elif kind is dict:
-                self.walk(value, key, topic)
+                self.walk(value, key, topic, partition)
             elif isinstance(value, Records):
                 n = records_count(value, self.exact)
                 size = records_size(value)
                 self.records += n
-                self.record_sets += 1
+                self.sets.append((topic, partition, value))
                 if topic is not None:
                     acc = self.per_topic.get(topic)
                     if acc is None:
@@ -342,7 +351,14 @@ class ExchangeFacts:
 
     @property
     def has_records(self) -> bool:
-        return bool(self.request_side.record_sets or self.response_side.record_sets)
+        return bool(self.request_side.sets or self.response_side.sets)
+
+    def record_sets(self) -> list[tuple[str, str | None, int | None, Records]]:
+        """``(side, topic, partition, records)`` of every record set, request first
+        (the topic/partition of the enclosing body structs; ``Records.topic`` and
+        ``.partition`` are set by the conversation layer when it knows better)."""
+        return [("request", *s) for s in self.request_side.sets] + \
+            [("response", *s) for s in self.response_side.sets]
 
     @property
     def produced(self) -> dict[str, list[int]]:

@@ -34,7 +34,7 @@ from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.payload import as_text, decode_with_hooks, registered_decoders
 from kwsniff.kafka.records import Batch, Record, Records
 from kwsniff.output import extra_fields
-from kwsniff.output.facts import ExchangeFacts, TopicNames, iter_record_sets, records_count
+from kwsniff.output.facts import ExchangeFacts, TopicNames, records_count
 from kwsniff.output.fields import format_address
 from kwsniff.output.names import api_label, error_label
 
@@ -127,14 +127,13 @@ def _finite(value: float | None) -> float | None:
     return value
 
 
-def record_set_problems(exchange: Exchange, names: TopicNames | None = None) -> list[str]:
+def record_set_problems(facts: ExchangeFacts) -> list[str]:
     """Problems of the exchange's record sets found by batch-header and CRC checks
     (record-level problems appear once records are decoded, e.g. in record objects)."""
     out: list[str] = []
-    for side, msg in (("request", exchange.request), ("response", exchange.response)):
-        for topic, partition, records in iter_record_sets(msg, names):
-            for problem in records.problems:
-                out.append(f"{side}: records {topic}[{partition}]: {problem}")
+    for side, topic, partition, records in facts.record_sets():
+        for problem in records.problems:
+            out.append(f"{side}: records {topic}[{partition}]: {problem}")
     return out
 
 
@@ -164,7 +163,7 @@ class ExportEncoder:
         f.require_exact()   # even if the facts were first made for the display filter
         req, resp = exchange.request, exchange.response
         codes = f.error_codes
-        problems = exchange.all_problems() + record_set_problems(exchange, f.names)
+        problems = exchange.all_problems() + record_set_problems(f)
         latency = exchange.latency_ms
         obj = {
             "schema": SCHEMA_ID,
@@ -222,14 +221,12 @@ class ExportEncoder:
             if exchange.api_key is not None else None,
             "api_version": exchange.api_version,
         }
-        for side, msg in (("request", exchange.request), ("response", exchange.response)):
-            for topic, partition, records in iter_record_sets(msg, f.names):
-                t = records.topic if records.topic is not None else topic
-                p = records.partition if records.partition is not None else partition
-                for bi, batch in enumerate(records.batches):
-                    for ri, record in enumerate(batch.records):
-                        yield self._record_object(base, side, t, p, bi, ri, batch, record,
-                                                  hooks)
+        for side, topic, partition, records in f.record_sets():
+            t = records.topic if records.topic is not None else topic
+            p = records.partition if records.partition is not None else partition
+            for bi, batch in enumerate(records.batches):
+                for ri, record in enumerate(batch.records):
+                    yield self._record_object(base, side, t, p, bi, ri, batch, record, hooks)
 
     def _record_object(self, base: dict[str, Any], side: str, topic: str | None,
                        partition: int | None, bi: int, ri: int, batch: Batch, record: Record,
