@@ -376,8 +376,20 @@ class Conversation:
         if h2 is None:
             return (SHORT, 0) if end - pos < 8 else (NO, 0)
         size, corr = h2
-        if corr in self.pending:
-            return STRONG, size
+        waiting = self.pending.get(corr)
+        if waiting is not None:
+            # small ids are common in binary data: the frame must also decode exactly
+            # as the answer to that request
+            if pos + 4 + size <= end:
+                req = waiting.msg
+                if req.api_key is not None and req.api_version is not None and \
+                        decoding.decodes_exactly(decoding.try_response(
+                            bytes(buf[pos + 4:pos + 4 + size]), req.api_key, req.api_version)):
+                    return STRONG, size
+                return WEAK, size
+            if size <= self.ctx.options.window:
+                return SHORT, size
+            return WEAK, size
         # responses come in request order and correlation ids grow on a connection
         if not _after(corr, self.last_resp_corr):
             return NO, 0

@@ -83,9 +83,9 @@ def all_pairs(broker_ranges: dict[int, tuple[int, int]] | None) -> list[tuple[in
 #: tiers where the candidates come from the connection's own traffic: several fitting
 #: APIs are resolved by preference; in broader tiers they make the orphan ambiguous
 NARROW_TIERS = ("connection", "client")
-#: decodes spent checking whether other APIs fit a narrow-tier choice (common APIs,
-#: newest versions first; each new (key, version) costs a decoder compilation)
-OTHER_API_TRIES = 48
+#: decodes spent checking whether other APIs fit a narrow-tier choice (the common client
+#: APIs, every version; each new (key, version) costs one decoder compilation)
+OTHER_API_TRIES = 200
 
 
 def infer_response(raw: bytes, tiers: Iterable[tuple[str, list[tuple[int, int]]]],
