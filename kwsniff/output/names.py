@@ -56,8 +56,12 @@ def error_code_of(name: str) -> int | None:
 
 
 def api_names() -> list[str]:
-    """All known API names, in key order (for completion)."""
-    return [API_NAMES[k] for k in sorted(API_NAMES)]
+    """All known API names, in key order (for completion), then vendor APIs registered
+    by plugins."""
+    from kwsniff.kafka.protocol.extensions import vendor_apis
+
+    return [API_NAMES[k] for k in sorted(API_NAMES)] + \
+        [a.name for a in vendor_apis() if a.api_key not in API_NAMES]
 
 
 def error_names() -> list[str]:
