@@ -368,8 +368,9 @@ class Conversation:
             size = h[0]
             if not _after(h[3], self.last_req_corr):
                 return NO, 0
-            if pos + 4 + size <= end and \
-                    decoding.decodes_exactly(decoding.decode_request(bytes(buf[pos + 4:pos + 4 + size]))):
+            if pos + 4 + size > end:
+                return (SHORT, size) if size <= self.ctx.options.window else (WEAK, size)
+            if decoding.decodes_exactly(decoding.decode_request(bytes(buf[pos + 4:pos + 4 + size]))):
                 return STRONG, size
             return WEAK, size
         h2 = plausible.response_size_at(buf, pos, end, max_frame)

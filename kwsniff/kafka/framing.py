@@ -13,12 +13,15 @@ Contract:
   accepted once it chains into :data:`CHAIN_CONFIRM` plausible frames (a frame that
   begins and ends exactly on TCP segment boundaries counts twice; chained frames must
   carry growing ids at ``seq_offset``, i.e. correlation ids), into a STRONG frame, or
-  into the end of the stream.  After accepting a start, complete frames that end exactly
+  into the end of the stream -- unless a start the checker vouches for (STRONG) lies
+  inside the frame it claims, which refutes it (so a false start cannot stall hunting
+  or swallow real frames).  After accepting a start, complete frames that end exactly
   on it are recovered from the skipped region (so orphan responses right after a gap are
   not lost).  Unless the checker vouched for the accepted frame itself (STRONG), the next
   :data:`PROBATION` frames are checked again and held back: if one is implausible, the
   accepted start was wrong and hunting resumes just after it, so a false start never
-  produces frames.
+  produces frames.  If the stream stops (hole or end) before a frame after the accepted
+  one could be checked, the held frame is dropped as skipped.
 * Bytes that belong to no frame are reported in :attr:`Frame.skipped_before` of the next
   frame and in :attr:`Framer.skipped_bytes`; holes in the capture are counted separately
   in :attr:`Framer.gap_bytes`.
@@ -88,7 +91,7 @@ class Framer:
     __slots__ = ("buf", "pos", "base", "segs", "state", "check", "max_frame", "window",
                  "scan", "skipped_bytes", "gap_bytes", "gaps", "_pending_skip", "problems",
                  "_fill_end", "_fill_frame", "last_offset", "frames_cut", "resyncs",
-                 "first_offset", "probation", "held", "held_start", "seq_offset")
+                 "first_offset", "probation", "held", "held_start", "seq_offset", "_look")
 
     def __init__(self, check: Checker, max_frame: int = 100 << 20, window: int = 4 << 20) -> None:
         self.buf = bytearray()
@@ -115,6 +118,7 @@ class Framer:
         self.held: list[Frame] = []  # frames cut during probation, released when it passes
         self.held_start = 0         # buffer index of the accepted resynchronisation point
         self.seq_offset: int | None = None  # where a chained frame's growing id sits (corr id)
+        self._look: tuple[int, int] | None = None  # (claim start, next byte to examine)
 
     # ------------------------------------------------------------------ input
     def data(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
@@ -154,9 +158,9 @@ class Framer:
 
     def gap(self, offset: int, length: int, frame: int, ts: float) -> list[Frame]:
         """``length`` bytes at ``offset`` will never arrive."""
-        out: list[Frame] = self._release()
         if length <= 0:
-            return out
+            return []
+        out: list[Frame] = self._settle()
         self.gaps += 1
         self.gap_bytes += length
         resume = offset + length
@@ -171,7 +175,7 @@ class Framer:
             # judge what we have as if the stream ended at the hole; a start found there
             # leaves us SYNCED inside a frame the hole cuts, handled below
             out.extend(self._hunt(True))
-            out.extend(self._release())
+            out.extend(self._settle())
             if self.state == HUNTING:
                 self._drop_all(count=True)
         state = self.state
@@ -218,10 +222,10 @@ class Framer:
 
     def finish(self) -> list[Frame]:
         """End of stream: flush what can be flushed, report the rest."""
-        out: list[Frame] = self._release()
+        out: list[Frame] = self._settle()
         if self.state == HUNTING:
             out.extend(self._hunt(True))
-            out.extend(self._release())
+            out.extend(self._settle())
         if self.state == FILLING and self._fill_frame is not None:
             out.append(self._fill_frame)
             self._fill_frame = None
@@ -445,6 +449,25 @@ class Framer:
         self.probation = 0
         return held
 
+    def _settle(self) -> list[Frame]:
+        """The stream stops (hole or end) during probation: keep the held frames only if
+        a frame after the accepted start was checked too, else drop them as skipped."""
+        if not self.probation:
+            return []
+        held = self.held
+        if len(held) >= 2:
+            return self._release()
+        self.held = []
+        self.probation = 0
+        n = sum(4 + len(h.raw) for h in held)
+        if n:
+            self.skipped_bytes += n
+            self._pending_skip += n + sum(h.skipped_before for h in held)
+            self.problems.append(
+                f"frame {held[0].frame_first}: {n} bytes framed after a resynchronisation "
+                "were dropped: the stream stopped before the new start could be confirmed")
+        return []
+
     def _rollback(self, why: str) -> list[Frame]:
         """Probation failed: the resynchronisation point was wrong; hunt again after it."""
         start = self.held_start
@@ -493,18 +516,27 @@ class Framer:
 
     def _judge(self, p: int, end: int, final: bool,
                bounds: tuple[set[int], set[int]]) -> int:
-        """Verdict on a frame start at buffer index ``p``: STRONG (accept), NO, SHORT."""
-        buf = self.buf
-        check = self.check
-        verdict, size = check(buf, p, end)
+        """Verdict on a frame start at buffer index ``p``: CERTAIN or STRONG (accept), NO,
+        SHORT (wait for more bytes)."""
+        verdict, size = self.check(self.buf, p, end)
         if verdict == STRONG:
             return CERTAIN
         if verdict == SHORT:
-            return NO if final else SHORT
-        if verdict != WEAK:
+            if final:
+                return NO
+            return NO if size and self._refuted(p, size, end) else SHORT
+        if verdict != WEAK or size > self.window:
             return NO
-        if size > self.window:
+        result = self._chain(p, size, end, final, bounds)
+        if result != NO and self._refuted(p, size, end):
             return NO
+        return result
+
+    def _chain(self, p: int, size: int, end: int, final: bool,
+               bounds: tuple[set[int], set[int]]) -> int:
+        """Follow the frames chained after a WEAK start at ``p``."""
+        buf = self.buf
+        check = self.check
         q = p + 4 + size
         chain = 2 if p in bounds[0] and q in bounds[1] else 1
         seq_off = self.seq_offset
@@ -533,6 +565,32 @@ class Framer:
             if chain >= CHAIN_CONFIRM:
                 return STRONG
             q += 4 + size2
+
+    def _refuted(self, p: int, size: int, end: int) -> bool:
+        """Whether a start the checker vouches for (STRONG) lies inside the frame claimed
+        at ``p`` -- then ``p`` is not a frame start.  Scans each byte once per claim."""
+        lim = min(end, p + 4 + size)
+        look = self._look
+        q = look[1] if look is not None and look[0] == p else p + 1
+        buf = self.buf
+        find = buf.find
+        check = self.check
+        resume = -1
+        while q < lim:
+            if buf[q] != 0:
+                q = find(b"\x00", q, lim)
+                if q < 0:
+                    break
+                continue
+            v = check(buf, q, end)[0]
+            if v == STRONG:
+                self._look = None
+                return True
+            if v == SHORT and resume < 0:
+                resume = q
+            q += 1
+        self._look = (p, resume if resume >= 0 else max(p + 1, lim - 16))
+        return False
 
     def _hunt(self, final: bool) -> list[Frame]:
         out: list[Frame] = []
