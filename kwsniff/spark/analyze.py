@@ -1,0 +1,320 @@
+"""``kwsniff analyze``: run every analysis job, write the tables, summary and charts.
+
+Contract: :func:`run_analysis` reads the exports (:func:`kwsniff.spark.load.load_exports`),
+computes the tables of every job in :data:`JOBS` (each persisted while in use), and with
+``out`` set writes them (:mod:`kwsniff.spark.output`), the text summary
+(``OUT/summary.txt``), PNG charts (``OUT/charts/*.png``) and a self-contained HTML
+report (``OUT/report.html``) per ``charts`` (``png``, ``html``, ``both`` or ``none``).
+It returns an :class:`AnalysisResult`; its ``tables`` stay usable until
+:meth:`AnalysisResult.release`. Charts and the HTML report need a local ``out`` (the
+driver draws them); with a remote ``out`` they go to ``report_dir`` when given.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import math
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kwsniff.spark import output
+from kwsniff.spark.jobs import AnalysisOptions, errors, groups, latency, matrix, producers, traffic
+from kwsniff.spark.load import Exports, load_exports
+from kwsniff.spark.tables import html_table, text_table
+
+JOBS = (latency, traffic, errors, groups, producers, matrix)
+CHART_MODES = ("png", "html", "both", "none")
+MAX_POINTS = 600          # time-series points per chart line
+TOP_SERIES = 8            # lines per time-series chart
+
+
+@dataclass
+class Section:
+    title: str
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    total: int
+
+
+@dataclass
+class AnalysisResult:
+    tables: dict[str, DataFrame]
+    sections: list[Section]
+    summary: str
+    counts: dict[str, Any]
+    charts: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    exports: Exports | None = None
+
+    def release(self) -> None:
+        for df in self.tables.values():
+            df.unpersist()
+        if self.exports is not None:
+            self.exports.release()
+
+
+# ------------------------------------------------------------------------------ summary
+
+SUMMARY: tuple[tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame] | None], ...] = (
+    ("Latency by API and version (paired exchanges, ms)", "latency_by_api",
+     ("api_name", "api_version", "exchanges", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"),
+     None),
+    ("Latency by broker (ms)", "latency_by_broker",
+     ("broker", "exchanges", "p50_ms", "p90_ms", "p99_ms", "max_ms"), None),
+    ("Latency by client id (ms)", "latency_by_client",
+     ("client_id", "exchanges", "p50_ms", "p90_ms", "p99_ms", "max_ms"), None),
+    ("Latency by topic (ms)", "latency_by_topic",
+     ("topic", "exchanges", "p50_ms", "p90_ms", "p99_ms", "max_ms"), None),
+    ("Busiest partitions (whole capture)", "partition_totals",
+     ("direction", "topic", "partition", "requests", "records", "bytes", "first_ts", "last_ts"),
+     lambda df: df.orderBy(F.desc("bytes"), F.desc("records"), "direction", "topic",
+                           "partition")),
+    ("Errors by code", "errors_by_code",
+     ("error_name", "error_code", "exchanges", "occurrences", "apis", "first_ts", "last_ts"),
+     None),
+    ("Errors by API, topic and client", "errors",
+     ("error_name", "api_name", "topic", "client_id", "occurrences", "first_ts", "last_ts"),
+     None),
+    ("Consumer group generations (rebalances)", "group_generations",
+     ("group_id", "generation", "members", "protocol", "join_start", "sync_end",
+      "rebalance_ms"), None),
+    ("Group membership events", "group_events",
+     ("ts", "group_id", "event", "member_id", "generation", "error_name", "client_id"), None),
+    ("Consumer lag at commit time", "consumer_lag_summary",
+     ("group_id", "topic", "partition", "commits", "last_lag", "max_lag", "last_ts"), None),
+    ("Producers", "producers",
+     ("producer_id", "kind", "transactional_ids", "client_ids", "produce_requests", "records",
+      "commits", "aborts", "first_ts"), None),
+    ("Transactions", "transactions_summary",
+     ("transactional_id", "transactions", "committed", "aborted", "open", "mean_duration_ms",
+      "max_duration_ms"), None),
+    ("Client <-> broker", "client_broker",
+     ("client_id", "client_host", "broker", "exchanges", "connections", "topics",
+      "request_bytes", "response_bytes"), None),
+)
+
+
+def _overview(exports: Exports, tables: dict[str, DataFrame]) -> tuple[Section, dict[str, Any]]:
+    ex = exports.exchanges
+    row = ex.agg(F.count(F.lit(1)).alias("exchanges"), F.min("ts").alias("first_ts"),
+                 F.max("ts").alias("last_ts"),
+                 F.countDistinct("capture").alias("captures"),
+                 F.countDistinct(F.struct("capture", "stream")).alias("connections"),
+                 F.sum("problem_count").alias("problems")).collect()[0]
+    records = exports.records.count()
+    statuses: dict[str, int] = {}
+    for r in tables["statuses"].collect():
+        statuses[r["status"]] = statuses.get(r["status"], 0) + r["exchanges"]
+    counts = {"exchanges": row["exchanges"], "records": records, "captures": row["captures"],
+              "connections": row["connections"], "first_ts": row["first_ts"],
+              "last_ts": row["last_ts"], "problems": row["problems"] or 0,
+              "statuses": statuses, "rejected": dict(exports.rejected)}
+    rows: list[tuple[Any, ...]] = [
+        ("exports", ", ".join(exports.inputs)),
+        ("captures", row["captures"]), ("exchanges", row["exchanges"]),
+        ("record lines", records), ("TCP connections", row["connections"]),
+        ("first exchange", _utc(row["first_ts"])), ("last exchange", _utc(row["last_ts"])),
+        ("decode problems", row["problems"] or 0),
+    ]
+    rows.extend((f"status {k}", v) for k, v in sorted(statuses.items()))
+    rows.extend((f"skipped: {k}", v) for k, v in exports.rejected.items())
+    return Section("Input", ["what", "value"], rows, len(rows)), counts
+
+
+def _utc(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] \
+        + " UTC"
+
+
+def _sections(tables: dict[str, DataFrame], top: int) -> list[Section]:
+    out = []
+    for title, name, columns, order in SUMMARY:
+        df = tables[name]
+        if order is not None:
+            df = order(df)
+        rows = [tuple(r[c] for c in columns) for r in df.limit(top).collect()]
+        total = tables[name].count() if len(rows) == top else len(rows)
+        out.append(Section(title, list(columns), rows, total))
+    return out
+
+
+# ------------------------------------------------------------------------------- charts
+
+def _series(df: DataFrame, key: str, value: str, epoch: str, bucket: float,
+            agg: Callable[[Any], Any] = F.sum) -> dict[str, tuple[list[float], list[float]]]:
+    """The top series of ``df`` (by total ``value``), re-bucketed to at most MAX_POINTS."""
+    bounds = df.agg(F.min(epoch).alias("lo"), F.max(epoch).alias("hi")).collect()[0]
+    if bounds["lo"] is None:
+        return {}
+    span = float(bounds["hi"] - bounds["lo"])
+    step = max(bucket, math.ceil(span / MAX_POINTS / bucket) * bucket if span else bucket)
+    coarse = df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
+        .groupBy(key, "_x").agg(agg(value).alias("_y"))
+    leaders = [r[key] for r in coarse.groupBy(key).agg(F.sum("_y").alias("t"))
+               .orderBy(F.desc("t"), key).limit(TOP_SERIES).collect()]
+    rows = coarse.filter(F.col(key).isin(leaders)).orderBy(key, "_x").collect()
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for r in rows:
+        xs, ys = out.setdefault(str(r[key]), ([], []))
+        xs.append(float(r["_x"]))
+        ys.append(float(r["_y"] or 0))
+    return out
+
+
+def _charts(tables: dict[str, DataFrame], directory: str, bucket: float) -> list[str]:
+    from kwsniff.spark import charts
+
+    os.makedirs(directory, exist_ok=True)
+    made: list[str | None] = []
+    lat = tables["latency_by_api"].limit(20).collect()
+    made.append(charts.latency_bars(
+        [f"{r['api_name']} v{r['api_version']}" if r["api_version"] is not None
+         else str(r["api_name"]) for r in lat],
+        [r["p50_ms"] for r in lat], [r["p90_ms"] for r in lat], [r["p99_ms"] for r in lat],
+        [r["max_ms"] for r in lat], os.path.join(directory, "latency_by_api.png")))
+    made.append(charts.time_series(
+        _series(tables["requests_over_time"], "api_name", "requests", "bucket_epoch", bucket),
+        os.path.join(directory, "requests_over_time.png"), "Requests per bucket by API",
+        "requests"))
+    thr = tables["throughput"]
+    panels = {title: _series(thr.filter(F.col("direction") == direction), "topic", "records",
+                             "bucket_epoch", bucket)
+              for direction, title in (
+                  ("produce", "records produced per bucket, by topic"),
+                  ("fetch", "records fetched by consumers per bucket, by topic"),
+                  ("replica-fetch", "records replicated to followers per bucket, by topic"))}
+    made.append(charts.time_series({}, os.path.join(directory, "throughput.png"),
+                                   "Throughput", "records", panels=panels))
+    err = tables["errors_by_code"].limit(20).collect()
+    made.append(charts.bars([str(r["error_name"]) for r in err],
+                            [r["occurrences"] for r in err],
+                            os.path.join(directory, "errors.png"), "Errors by code",
+                            "occurrences"))
+    lag = tables["fetch_lag"].withColumn(
+        "series", F.concat_ws(" ", F.coalesce("client_id", F.lit("-")),
+                              F.concat("topic", F.lit("["), F.col("partition").cast("string"),
+                                       F.lit("]"))))
+    commits = tables["committed_offsets"].filter(F.col("error_name").isNull()).withColumn(
+        "series", F.concat_ws(" ", "group_id", F.concat("topic", F.lit("["),
+                                                        F.col("partition").cast("string"),
+                                                        F.lit("]"))))
+    made.append(charts.time_series({}, os.path.join(directory, "consumers.png"), "Consumers",
+                                   "messages", panels={
+        "consumer fetch lag (high watermark - fetch offset)": _series(
+            lag, "series", "max_lag", "bucket_epoch", bucket, F.max),
+        "committed offsets": _series(commits, "series", "committed_offset", "ts", bucket,
+                                     F.max)}))
+    gens = tables["group_generations"].filter(F.col("rebalance_ms").isNotNull()) \
+        .orderBy("join_start").limit(30).collect()
+    made.append(charts.bars([f"{r['group_id']} gen {r['generation']}" for r in gens],
+                            [r["rebalance_ms"] for r in gens],
+                            os.path.join(directory, "rebalances.png"),
+                            "Rebalance duration (first JoinGroup -> last SyncGroup)", "ms"))
+    txn = tables["transactions_summary"].limit(30).collect()
+    made.append(charts.stacked_bars(
+        [str(r["transactional_id"]) for r in txn],
+        {"committed": [r["committed"] for r in txn], "aborted": [r["aborted"] for r in txn],
+         "open": [r["open"] for r in txn]},
+        os.path.join(directory, "transactions.png"), "Transactions by transactional id",
+        "transactions"))
+    pairs = tables["client_broker"]
+    clients = [r["client_id"] for r in pairs.groupBy("client_id").agg(
+        F.sum("exchanges").alias("n")).orderBy(F.desc("n"), "client_id").limit(15).collect()]
+    brokers = [r["broker"] for r in pairs.groupBy("broker").agg(
+        F.sum("exchanges").alias("n")).orderBy(F.desc("n"), "broker").limit(12).collect()]
+    cells: dict[tuple[Any, Any], float] = {}
+    for r in pairs.filter(F.col("broker").isin(brokers)).collect():
+        if r["client_id"] in clients:
+            key = (r["client_id"], r["broker"])
+            cells[key] = cells.get(key, 0) + r["exchanges"]
+    made.append(charts.heatmap([str(c) for c in clients], brokers,
+                               [[cells.get((c, b), 0) for b in brokers] for c in clients],
+                               os.path.join(directory, "client_broker.png"),
+                               "Exchanges: client id x broker", "exchanges"))
+    return [m for m in made if m]
+
+
+# ------------------------------------------------------------------------------ reports
+
+def render_text(sections: list[Section]) -> str:
+    return "\n\n".join(text_table(s.title, s.columns, s.rows, s.total) for s in sections) + "\n"
+
+
+def render_html(sections: list[Section], pngs: list[str], title: str) -> str:
+    """A self-contained HTML page: tables and charts (PNG inlined as data URIs)."""
+    style = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
+             "table{border-collapse:collapse;margin-bottom:1.5em;font-size:13px}"
+             "th,td{border:1px solid #ccc;padding:3px 8px}th{background:#f0f0f0}"
+             "td.num{text-align:right;font-variant-numeric:tabular-nums}"
+             "img{max-width:100%;border:1px solid #eee;margin:0.5em 0 1.5em}"
+             "p.more,p.none{color:#777;font-size:12px}")
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+             f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"]
+    if pngs:
+        parts.append("<h2>Charts</h2>")
+        for path in pngs:
+            with open(path, "rb") as fh:
+                data = base64.b64encode(fh.read()).decode("ascii")
+            name = os.path.splitext(os.path.basename(path))[0].replace("_", " ")
+            parts.append(f"<figure><img alt='{html.escape(name)}' "
+                         f"src='data:image/png;base64,{data}'></figure>")
+    parts.append("<h2>Tables</h2>")
+    parts.extend(html_table(s.title, s.columns, s.rows, s.total) for s in sections)
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------- run
+
+def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
+                 options: AnalysisOptions | None = None, *, fmt: str = "auto",
+                 charts: str = "both", top: int = 10, report_dir: str | None = None
+                 ) -> AnalysisResult:
+    """Run all jobs over ``inputs`` (see the module contract)."""
+    opts = options or AnalysisOptions()
+    exports = load_exports(spark, inputs, fmt)
+    tables: dict[str, DataFrame] = {}
+    for job in JOBS:
+        for name, df in job.compute(exports, opts).items():
+            tables[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
+    result = AnalysisResult(tables, [], "", {}, exports=exports)
+    overview, counts = _overview(exports, tables)
+    result.counts = counts
+    result.sections = [overview] + _sections(tables, top)
+    result.summary = render_text(result.sections)
+    if out is None:
+        return result
+    for name, df in tables.items():
+        output.write_table(df, out, name)
+        result.written.append(name)
+    local_dir = report_dir if output.is_remote(out) else output.local_path(out)
+    if local_dir is None:
+        return result
+    os.makedirs(local_dir, exist_ok=True)
+    with open(os.path.join(local_dir, "summary.txt"), "w", encoding="utf-8") as fh:
+        fh.write(result.summary)
+    chart_dir = os.path.join(local_dir, "charts")
+    shutil.rmtree(chart_dir, ignore_errors=True)
+    report = os.path.join(local_dir, "report.html")
+    if os.path.exists(report):
+        os.remove(report)
+    if charts != "none":
+        result.charts = _charts(tables, chart_dir, opts.bucket)
+    if charts in ("html", "both"):
+        with open(report, "w", encoding="utf-8") as fh:
+            fh.write(render_html(result.sections, result.charts, "kwsniff analysis"))
+    if charts == "html":
+        shutil.rmtree(chart_dir, ignore_errors=True)
+        result.charts = []
+    return result

@@ -1,0 +1,60 @@
+"""Writing result tables: Parquet (typed, nested) and CSV (flat) under an output root.
+
+Contract: :func:`write_table` writes ``df`` as ``ROOT/parquet/<name>/`` (Spark's Parquet
+directory, overwritten) and as CSV with a header: on a local root one file
+``ROOT/csv/<name>.csv``; on a remote root (``hdfs://``, ``s3a://`` ...) Spark's
+directory ``ROOT/csv/<name>/``. CSV cells of array and struct columns hold their JSON
+text; timestamps are ISO-8601 UTC. ``root`` may be a plain path or a ``file://`` URI.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+
+def is_remote(root: str) -> bool:
+    return "://" in root and not root.startswith("file://")
+
+
+def local_path(root: str) -> str:
+    return root[len("file://"):] if root.startswith("file://") else root
+
+
+def flat_for_csv(df: DataFrame) -> DataFrame:
+    """Arrays, maps and structs become their JSON text (CSV has no nested types)."""
+    cols = []
+    for f in df.schema.fields:
+        if isinstance(f.dataType, (T.ArrayType, T.MapType, T.StructType)):
+            cols.append(F.to_json(F.col(f.name)).alias(f.name))
+        else:
+            cols.append(F.col(f.name))
+    return df.select(*cols)
+
+
+def write_table(df: DataFrame, root: str, name: str) -> None:
+    """Write one result table (see the module contract)."""
+    df.write.mode("overwrite").parquet(f"{root.rstrip('/')}/parquet/{name}")
+    flat = flat_for_csv(df).coalesce(1)
+    writer = (flat.write.mode("overwrite").option("header", "true")
+              .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"))
+    if is_remote(root):
+        writer.csv(f"{root.rstrip('/')}/csv/{name}")
+        return
+    base = local_path(root)
+    staging = os.path.join(base, "csv", f".{name}.tmp")
+    writer.csv(staging)
+    parts = sorted(glob.glob(os.path.join(staging, "part-*.csv")))
+    target = os.path.join(base, "csv", f"{name}.csv")
+    if parts:
+        os.replace(parts[0], target)
+    else:   # an empty table: Spark may write no part file; keep the header-only file
+        header = ",".join(f.name for f in df.schema.fields)
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(header + "\n")
+    shutil.rmtree(staging, ignore_errors=True)

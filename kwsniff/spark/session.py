@@ -1,0 +1,141 @@
+"""Starting (or joining) the SparkSession the kwsniff jobs run on.
+
+Contract:
+
+* :func:`spark_session` returns the active session when there is one (tests, notebooks,
+  a second job in one process) and never stops it; otherwise it builds one. The master is
+  ``master`` when given, else the one ``spark-submit`` passed (the JVM already runs), else
+  ``local[*]``.
+* Local masters get kwsniff's defaults: this Python for the workers, UTC session time,
+  ``shuffle_partitions`` shuffle partitions (default: 2 x cores), no web UI, quiet logs,
+  and ``driver_memory`` (which is also the executors' memory in local mode). Every
+  ``conf`` entry is applied last and wins.
+* On a non-local master the kwsniff package is zipped and shipped to the executors
+  (``addPyFile``), so workers need only Python and kwsniff's own dependencies
+  (cramjam, lz4, zstandard, crc32c for ``spark-decode``; nothing extra for ``analyze``).
+* Spark failing to start (no Java, bad master URL) raises
+  :class:`~kwsniff.errors.UserError` with Spark's reason in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kwsniff.errors import UserError
+
+DEFAULT_MASTER = "local[*]"
+DEFAULT_LOCAL_DRIVER_MEMORY = "4g"
+
+
+def is_local_master(master: str | None) -> bool:
+    return master is None or master == "local" or master.startswith("local[") \
+        or master.startswith("local-cluster[")
+
+
+def _under_spark_submit() -> bool:
+    # spark-submit starts the JVM first and hands Python the gateway's port.
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _local_cores(master: str) -> int:
+    inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+    if inner.split(",")[0] == "*":
+        return os.cpu_count() or 1
+    try:
+        return max(1, int(inner.split(",")[0]))
+    except ValueError:
+        return os.cpu_count() or 1
+
+
+def spark_session(master: str | None = None, app_name: str = "kwsniff", *,
+                  conf: dict[str, str] | None = None, shuffle_partitions: int | None = None,
+                  driver_memory: str | None = None, log_level: str = "WARN") -> Any:
+    """The SparkSession to run on (see the module contract)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    chosen = master
+    if chosen is None and not _under_spark_submit():
+        chosen = DEFAULT_MASTER
+    if chosen is not None:
+        builder = builder.master(chosen)
+    effective = chosen
+    local = is_local_master(effective) if effective is not None else False
+    if effective is None:
+        # spark-submit decided; ask its configuration.
+        from pyspark import SparkConf
+        effective = SparkConf().get("spark.master", DEFAULT_MASTER)
+        local = is_local_master(effective)
+    settings: dict[str, str] = {"spark.sql.session.timeZone": "UTC"}
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        settings.update({
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": str(shuffle_partitions
+                                                or 2 * _local_cores(effective)),
+        })
+        if not _under_spark_submit():
+            settings["spark.driver.memory"] = driver_memory or DEFAULT_LOCAL_DRIVER_MEMORY
+    elif shuffle_partitions:
+        settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    if driver_memory and not local:
+        settings["spark.driver.memory"] = driver_memory
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as err:  # noqa: BLE001 - Py4J/launcher errors have many types
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"cannot start Spark (master {effective}): {first}; Spark needs "
+                        "Java 17 or later (JAVA_HOME or java on PATH)") from None
+    spark.sparkContext.setLogLevel(log_level)
+    if not local:
+        ship_package(spark)
+    return spark
+
+
+def package_zip(directory: str | os.PathLike[str] | None = None) -> Path:
+    """Zip the ``kwsniff`` package (sources and data files, no caches) for executors."""
+    root = Path(__file__).resolve().parent.parent
+    target_dir = Path(directory) if directory is not None else Path(tempfile.mkdtemp(
+        prefix="kwsniff-pyfiles-"))
+    target = target_dir / "kwsniff.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(root.rglob("*")):
+            if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            zf.write(path, Path("kwsniff") / path.relative_to(root))
+    return target
+
+
+def ship_package(spark: Any) -> None:
+    """Make ``import kwsniff`` work on the executors of a cluster."""
+    spark.sparkContext.addPyFile(str(package_zip()))
+
+
+@contextmanager
+def session_scope(master: str | None = None, app_name: str = "kwsniff", **kwargs: Any
+                  ) -> Iterator[Any]:
+    """:func:`spark_session` for the duration of a command; a session this call started
+    is stopped at the end, an already active one is left running."""
+    from pyspark.sql import SparkSession
+
+    existed = SparkSession.getActiveSession() is not None
+    spark = spark_session(master, app_name, **kwargs)
+    try:
+        yield spark
+    finally:
+        if not existed:
+            spark.stop()

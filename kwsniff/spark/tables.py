@@ -1,0 +1,97 @@
+"""Plain-text and HTML tables of small result sets (pure Python, no Spark).
+
+Contract: :func:`format_cell` renders one value the same way everywhere (floats with 3
+decimals, epoch-second columns named ``*ts``/``*_start``/``*_end`` as UTC times,
+counts (``*bytes``, ``*records``, ``*requests``, ...) with thousands separators, lists
+joined with ``,``, None as ``-``); :func:`text_table` lays out rows under a title
+with aligned columns (numbers right-aligned) and says how many rows were left out;
+:func:`html_table` is the same table as escaped HTML.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from collections.abc import Sequence
+from typing import Any
+
+TIME_SUFFIXES = ("ts", "_start", "_end")
+COUNT_SUFFIXES = ("bytes", "records", "requests", "exchanges", "occurrences", "fetches")
+
+
+def is_time_column(name: str) -> bool:
+    return name == "ts" or name.endswith(TIME_SUFFIXES)
+
+
+def format_cell(column: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float) and is_time_column(column):
+        try:
+            moment = dt.datetime.fromtimestamp(value, dt.timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return f"{value:.6f}"
+        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.3f}"
+    if isinstance(value, int):
+        return f"{value:,}" if column.endswith(COUNT_SUFFIXES) else str(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(format_cell(column, v) for v in value)
+    return str(value)
+
+
+def _numeric(values: list[Any]) -> bool:
+    present = [v for v in values if v is not None]
+    return bool(present) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                 for v in present)
+
+
+def text_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+               total: int | None = None, max_width: int = 48) -> str:
+    """``title`` then the aligned table; ``total`` > len(rows) adds "(N more rows)"."""
+    lines = [title, "=" * len(title)]
+    if not rows:
+        lines.append("(none)")
+        return "\n".join(lines)
+    cells = [[format_cell(c, v) for c, v in zip(columns, row)] for row in rows]
+    cells = [[c if len(c) <= max_width else c[:max_width - 1] + "…" for c in row]
+             for row in cells]
+    widths = [max(len(columns[i]), *(len(r[i]) for r in cells)) for i in range(len(columns))]
+    right = [_numeric([row[i] for row in rows]) and not is_time_column(columns[i])
+             for i in range(len(columns))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if r else v.ljust(w)
+                         for v, w, r in zip(values, widths, right)).rstrip()
+    lines.append(line(list(columns)))
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(line(r) for r in cells)
+    if total is not None and total > len(rows):
+        lines.append(f"({total - len(rows)} more rows)")
+    return "\n".join(lines)
+
+
+def html_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+               total: int | None = None) -> str:
+    parts = [f"<h3>{html.escape(title)}</h3>"]
+    if not rows:
+        parts.append("<p class='none'>(none)</p>")
+        return "\n".join(parts)
+    right = [_numeric([row[i] for row in rows]) and not is_time_column(columns[i])
+             for i in range(len(columns))]
+    parts.append("<table><thead><tr>" + "".join(
+        f"<th>{html.escape(c)}</th>" for c in columns) + "</tr></thead><tbody>")
+    for row in rows:
+        parts.append("<tr>" + "".join(
+            f"<td class='{'num' if r else 'txt'}'>{html.escape(format_cell(c, v))}</td>"
+            for c, v, r in zip(columns, row, right)) + "</tr>")
+    parts.append("</tbody></table>")
+    if total is not None and total > len(rows):
+        parts.append(f"<p class='more'>({total - len(rows)} more rows in the CSV/Parquet "
+                     "output)</p>")
+    return "\n".join(parts)
