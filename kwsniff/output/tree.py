@@ -46,7 +46,7 @@ from kwsniff.output import extra_fields
 from kwsniff.output.color import PLAIN, Palette
 from kwsniff.output.digest import human_bytes
 from kwsniff.output.fields import format_address
-from kwsniff.output.names import LEGACY_PROTOCOL, api_label, error_label
+from kwsniff.output.names import LEGACY_PROTOCOL, SASL_PROTOCOL, api_label, error_label
 from kwsniff.output.summary import format_latency
 
 PREFIX = 4                 # bytes of the size prefix before ``raw``
@@ -89,7 +89,14 @@ class TreeNode:
 # ----------------------------------------------------------------------------- values
 
 def _quote(text: str) -> str:
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
     return json.dumps(text, ensure_ascii=False)
+
+
+@lru_cache(maxsize=4096)
+def _is_error(name: str) -> bool:
+    return is_error_field(name)
 
 
 def _hex_preview(data: bytes) -> str:
@@ -118,7 +125,7 @@ def _scalar(name: str, value: Any, enum: str | None, protocol: str) -> tuple[str
     if value is False:
         return "false", None
     if isinstance(value, int):
-        if is_error_field(name):
+        if _is_error(name):
             if value == 0:
                 return "0 (NONE)", None
             return f"{value} ({error_label(value, protocol)})", "error"
@@ -175,15 +182,17 @@ class _Builder:
 
     def node(self, label: str, value: str, section: str, path: tuple[Any, ...],
              about: str | None = None, style: str | None = None) -> TreeNode:
-        span = self.spans.get((section, path))
-        return TreeNode(label, value, start=span[0] if span else None,
-                        length=span[1] if span else None, message=self.kind, about=about,
-                        path=(section, *path), style=style)
+        span = self.spans.get((section, path)) if self.spans else None
+        if span is None:
+            return TreeNode(label, value, message=self.kind, about=about,
+                            path=(section, *path), style=style)
+        return TreeNode(label, value, start=span[0], length=span[1], message=self.kind,
+                        about=about, path=(section, *path), style=style)
 
-    def info(self, section: str, path: tuple[Any, ...]) -> Any:
+    def info(self, section: str, names: tuple[str, ...]) -> Any:
+        """Field metadata at ``names`` (the path without array indexes)."""
         if not self.modern:
             return None
-        names = tuple(p for p in path if not isinstance(p, int))
         if section == "header":
             name = "RequestHeader" if self.kind == "request" else "ResponseHeader"
             return _struct_info(name, self.msg.header_version or 0, names)
@@ -191,34 +200,43 @@ class _Builder:
 
     # -- dict bodies ----------------------------------------------------------------
     def fields(self, parent: TreeNode, obj: dict[str, Any], section: str,
-               path: tuple[Any, ...], struct_info: Any = None) -> None:
+               path: tuple[Any, ...], struct_info: Any = None,
+               names: tuple[str, ...] = ()) -> None:
+        """Nodes for the fields of ``obj``; ``path`` is its field path with array
+        indexes, ``names`` the same without them (for the schema metadata)."""
         for key, value in obj.items():
-            if key.startswith("_"):
+            if key[:1] == "_":
                 if key == "_unknown_tags":
                     self.unknown_tags(parent, value, section, path)
                 elif key == "_problems" and isinstance(value, list):
                     for p in value:
                         parent.add(TreeNode("Problem", str(p), style="warn"))
                 continue
-            fpath = (*path, key)
-            info = self.info(section, fpath) if struct_info is None else \
-                self._struct_info(struct_info, fpath)
-            about = getattr(info, "about", None)
-            enum = getattr(info, "enum", None)
-            self.value(parent, key, value, section, fpath, about, enum, obj)
+            fnames = (*names, key)
+            info = self.info(section, fnames) if struct_info is None else \
+                self._struct_info(struct_info, fnames)
+            if info is None:
+                about = enum = None
+            else:
+                about, enum = info.about, info.enum
+            self.value(parent, key, value, section, (*path, key), about, enum, obj,
+                       struct_info, fnames)
 
-    def _struct_info(self, schema: tuple[str, int | None], path: tuple[Any, ...]) -> Any:
+    def _struct_info(self, schema: tuple[str, int | None], names: tuple[Any, ...]) -> Any:
         name, version = schema
         if version is None:
             return None
-        return _struct_info(name, version, tuple(p for p in path if not isinstance(p, int)))
+        return _struct_info(name, version, tuple(p for p in names if not isinstance(p, int)))
 
     def value(self, parent: TreeNode, key: str, value: Any, section: str,
               path: tuple[Any, ...], about: str | None, enum: str | None,
-              holder: dict[str, Any], struct_info: Any = None) -> None:
+              holder: dict[str, Any], struct_info: Any = None,
+              names: tuple[str, ...] | None = None) -> None:
+        if names is None:
+            names = tuple(p for p in path if not isinstance(p, int))
         if isinstance(value, dict):
             node = parent.add(self.node(key, "", section, path, about))
-            self.fields(node, value, section, path, struct_info)
+            self.fields(node, value, section, path, struct_info, names)
             return
         if isinstance(value, list):
             if value and all(isinstance(v, dict) for v in value):
@@ -227,7 +245,7 @@ class _Builder:
                 for i, item in enumerate(value):
                     ipath = (*path, i)
                     child = node.add(self.node(f"{key}[{i}]", _item_hint(item), section, ipath))
-                    self.fields(child, item, section, ipath, struct_info)
+                    self.fields(child, item, section, ipath, struct_info, names)
                 return
             shown = value[:INLINE_LIST_LIMIT]
             parts = []
@@ -510,7 +528,12 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
     if msg.inferred:
         top.add(TreeNode("Inferred", str(msg.inferred), style="warn",
                          about="How the API of this unpaired response was guessed"))
-    if msg.header:
+    if exchange.protocol == SASL_PROTOCOL:
+        # Raw SASL tokens have no Kafka header; the mechanism comes from the handshake.
+        mech = msg.header.get("SaslMechanism") if isinstance(msg.header, dict) else None
+        top.add(TreeNode("Mechanism", _quote(mech) if mech else "unknown",
+                         about="SASL mechanism agreed in the SaslHandshake"))
+    elif msg.header:
         hv = msg.header_version
         hdr_end = msg.body_offset if msg.body_offset else None
         header = top.add(TreeNode(
@@ -534,7 +557,10 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
                                   style))
     name = api_label(msg.api_key, exchange.protocol)
     version = b.version
-    title = f"{name} {what}" + (f" v{version}" if version is not None else "")
+    if exchange.protocol == SASL_PROTOCOL:
+        title = f"SASL token from the {'client' if msg.kind == 'request' else 'broker'}"
+    else:
+        title = f"{name} {what}" + (f" v{version}" if version is not None else "")
     body = top.add(TreeNode(title, "", message=msg.kind,
                             start=msg.body_offset + PREFIX if msg.body is not None else None,
                             length=(msg.body_end - msg.body_offset)

@@ -165,3 +165,34 @@ def test_tree_undecodable_message_never_raises():
     assert "Produce request v99: not decoded" in text
     assert "Raw: 1 bytes: ff" in text
     assert "Problem: unknown version 99" in text
+
+
+def test_legacy_07_and_raw_sasl_exchanges():
+    import zlib
+
+    from kwsniff.kafka import legacy07
+    from kwsniff.kafka.model import Exchange
+
+    payload = b"hello 0.7"
+    message = struct.pack(">iB", 5 + len(payload), 0) + struct.pack(">I", zlib.crc32(payload)) \
+        + payload
+    raw = struct.pack(">hh", 0, 6) + b"orders" + struct.pack(">ii", 2, len(message)) + message
+    req = legacy07.decode_request(raw)
+    old = Exchange(index=1, stream=0, client=("10.0.0.1", 1), broker=("10.0.0.2", 9092),
+                   status="no_response_expected", request=req, protocol=legacy07.PROTOCOL)
+    line = SummaryFormatter().format(old)
+    assert " PRODUCE #- - orders[2] 1 record 18 B (no response expected)" in line
+    text = "\n".join(render_tree(build_tree(old)))
+    assert "PRODUCE request" in text and 'Value: "hello 0.7" (9 bytes)' in text
+    assert "CRC: 0x" in text and "(ok)" in text
+
+    token = KafkaMessage(kind="request", raw=b"\x00user\x00****", header={"SaslMechanism": "PLAIN"},
+                         body={"mechanism": "PLAIN", "message": "initial-response",
+                               "user": "user"})
+    sasl = Exchange(index=2, stream=0, client=("10.0.0.1", 1), broker=("10.0.0.2", 9092),
+                    status="unanswered", request=token, protocol="kafka-sasl")
+    assert SummaryFormatter().format(sasl).endswith(
+        " SASL #- - PLAIN initial-response user=user → no response")
+    text = "\n".join(render_tree(build_tree(sasl)))
+    assert 'Mechanism: "PLAIN"' in text and "SASL token from the client" in text
+    assert "Request header" not in text
