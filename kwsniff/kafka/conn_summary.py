@@ -7,7 +7,10 @@ treat it as read-only.  Every collection in it is bounded (client ids, problems)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
+
+from kwsniff.kafka.protocol import schema as _schema
 
 MAX_CLIENT_IDS = 16
 MAX_PROBLEMS = 50
@@ -61,12 +64,18 @@ class ConnectionSummary:
             if api_version not in used:
                 used.append(api_version)
 
-    def note_errors(self, body: dict[str, Any] | None) -> None:
-        """Count the non-zero ``ErrorCode`` fields of a decoded response body."""
+    def note_errors(self, body: dict[str, Any] | None, api_key: int | None = None,
+                    version: int | None = None) -> None:
+        """Count the non-zero ``ErrorCode`` fields of a decoded response body (only the
+        paths where the schema of ``api_key``/``version`` has error codes, when given)."""
         if not body:
             return
         codes: list[int] = []
-        _collect_errors(body, codes, 0, [0])
+        plan = error_plan(api_key, version) if api_key is not None and version is not None else None
+        if plan is None:
+            _collect_errors(body, codes, 0, [0])
+        else:
+            _collect_planned(body, plan, codes)
         if codes:
             self.error_responses += 1
             for c in codes:
@@ -106,3 +115,50 @@ def _collect_errors(node: dict[str, Any], out: list[int], depth: int, seen: list
                     _collect_errors(item, out, depth + 1, seen)
         elif isinstance(v, dict):
             _collect_errors(v, out, depth + 1, seen)
+
+
+Plan = tuple  # (has ErrorCode here, ((field, sub plan), ...))
+
+
+@lru_cache(maxsize=2048)
+def error_plan(api_key: int, version: int) -> Plan | None:
+    """Where a response of this version can hold ``ErrorCode`` fields (None: unknown)."""
+    seg = _schema.message_schema(api_key, _schema.RESPONSE, version)
+    if seg is None:
+        return None
+    return _plan(seg[4], version, 0) or (False, ())
+
+
+def _plan(fields: Any, version: int, depth: int) -> Plan | None:
+    if depth > 6:
+        return None
+    here = False
+    subs = []
+    for row in fields or ():
+        if not _schema.in_range(version, row[_schema.F_VERSIONS]):
+            continue
+        if row[_schema.F_NAME] == "ErrorCode":
+            here = True
+        elif row[_schema.F_CHILDREN]:
+            sub = _plan(row[_schema.F_CHILDREN], version, depth + 1)
+            if sub is not None:
+                subs.append((row[_schema.F_NAME], sub))
+    if not here and not subs:
+        return None
+    return (here, tuple(subs))
+
+
+def _collect_planned(node: dict[str, Any], plan: Plan, out: list[int]) -> None:
+    here, subs = plan
+    if here:
+        code = node.get("ErrorCode")
+        if code and isinstance(code, int):
+            out.append(code)
+    for name, sub in subs:
+        v = node.get(name)
+        if isinstance(v, list):
+            for item in v:
+                if isinstance(item, dict):
+                    _collect_planned(item, sub, out)
+        elif isinstance(v, dict):
+            _collect_planned(v, sub, out)

@@ -165,6 +165,8 @@ class Conversation:
         self.client_key: Any = None
         self.unordered_partial = False
         self.loss_seen = 0                           # 0.7: lost bytes at the last pairing
+        self.last_client_id: Any = ()                # (cheap change detection)
+        self.last_pair: tuple[int, int] | None = None
         self.summary = ConnectionSummary(stream=conn.index, first_ts=conn.first_ts or 0.0)
         ctx.reorder.register(self, self._force)
 
@@ -503,12 +505,22 @@ class Conversation:
                 "too short to be a request; cannot be paired"]))
             return
         s.note_request(api_key, ver)
-        s.note_client_id(msg.client_id)
+        cid = msg.client_id
+        if cid != self.last_client_id:
+            self.last_client_id = cid
+            s.note_client_id(cid)
         if ver is not None:
-            self.history.note(api_key, ver)
-            if self.client_key is None:
-                self.client_key = msg.client_id if msg.client_id else self.summary.client
-            self.ctx.history(self.client_key).note(api_key, ver)
+            pair = (api_key, ver)
+            if pair != self.last_pair:
+                self.last_pair = pair
+                new = pair not in self.history.pairs
+                self.history.note(api_key, ver)
+                if self.client_key is None:
+                    self.client_key = cid if cid else self.summary.client
+                if new:
+                    self.ctx.history(self.client_key).note(api_key, ver)
+            else:
+                self.history.pairs[pair] += 1
         self.last_req_corr = corr
         if self.corr_hi is None or corr > self.corr_hi:
             self.corr_hi = corr
@@ -635,7 +647,7 @@ class Conversation:
         s = self.summary
         if body is None:
             return
-        s.note_errors(body)
+        s.note_errors(body, api_key, msg.api_version)
         ctx = self.ctx
         if api_key == API_VERSIONS:
             keys = body.get("ApiKeys")
