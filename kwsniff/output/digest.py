@@ -286,7 +286,8 @@ def _fetch_req(b: Body, v: int, f: ExchangeFacts) -> str:
         parts.append(f"session {sid}/{epoch}")
     forgotten = _dicts(b, "ForgottenTopicsData")
     if forgotten:
-        parts.append(f"forget {topic_partitions(_pairs(b, 'ForgottenTopicsData', 'Partitions', f))}")
+        forgot = topic_partitions(_pairs(b, "ForgottenTopicsData", "Partitions", f))
+        parts.append(f"forget {forgot}")
     wait = b.get("MaxWaitMs")
     if type(wait) is int:
         parts.append(f"wait {wait} ms")
@@ -564,7 +565,8 @@ def _describe_groups_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -
             out.append(f"{g.get('GroupId')} {error_label(g['ErrorCode'])}")
         else:
             n = len(_dicts(g, "Members"))
-            out.append(f"{g.get('GroupId')} {g.get('GroupState')} {n} member{'s' if n != 1 else ''}")
+            out.append(f"{g.get('GroupId')} {g.get('GroupState')} "
+                       f"{n} member{'s' if n != 1 else ''}")
     if len(groups) > MAX_ITEMS:
         out.append(f"+{len(groups) - MAX_ITEMS} groups")
     return "; ".join(out) or "no groups"
@@ -667,10 +669,13 @@ def _create_topics_req(b: Body, v: int, f: ExchangeFacts) -> str:
     return ", ".join(out)
 
 
+def _item_name(t: Body) -> Any:
+    return t.get("Name") or t.get("TopicName") or t.get("ResourceName") or t.get("GroupId")
+
+
 def _per_topic_errors(items: list[Body]) -> str:
     codes = [t.get("ErrorCode") for t in items]
-    failed = [f"{t.get('Name') or t.get('TopicName') or t.get('ResourceName') or t.get('GroupId')}: "
-              f"{error_label(t['ErrorCode'])}" for t in items
+    failed = [f"{_item_name(t)}: {error_label(t['ErrorCode'])}" for t in items
               if type(t.get("ErrorCode")) is int and t.get("ErrorCode")]
     if not failed:
         return error_summary(codes) or "ok"

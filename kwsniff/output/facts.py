@@ -94,7 +94,7 @@ def records_count(records: Any, exact: bool = False) -> int:
                 if batch.record_count is None and not batch.truncated:
                     batch.records  # noqa: B018 - decompresses the wrapper (size-limited)
         return int(records.record_count)
-    except Exception:  # noqa: BLE001 - a broken record set counts as zero; problems are reported by records.py
+    except Exception:  # noqa: BLE001 - counts as zero; records.py reports the problem
         return 0
 
 

@@ -230,7 +230,8 @@ class _Parser:
             tok = self.tok
             if tok.kind == "RPAREN":
                 raise self.error("unmatched ')'")
-            raise self.error(f"expected 'and', 'or' or end of expression, found {self.describe(tok)}")
+            raise self.error("expected 'and', 'or' or end of expression, "
+                             f"found {self.describe(tok)}")
         return pred
 
     def parse_or(self) -> Predicate:

@@ -2,8 +2,8 @@
 
 Contract: :class:`SummaryFormatter.format` returns one line (no newline)::
 
-    #  time        client → broker             client id  API vN  corr  latency  digest
-    7  0.003215  10.0.0.1:51234 → 10.0.0.2:9092  rdkafka  Produce v9  #7  3.2 ms  orders[0..2] … → 3 ok
+    #   time      client → broker              client id  API vN   corr  latency  digest
+    7   0.003215 10.0.0.1:51234 → 10.0.0.2:9092 rdkafka Produce v9 #7 3.20 ms orders[0..2] …
 
 * time: relative to the first exchange (``-t r``, default), absolute local time (``a``),
   absolute with date (``ad``), UTC with date (``ud``) or epoch seconds (``e``);

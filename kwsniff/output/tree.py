@@ -240,8 +240,8 @@ class _Builder:
             return
         if isinstance(value, list):
             if value and all(isinstance(v, dict) for v in value):
-                node = parent.add(self.node(key, f"{len(value)} item{'s' if len(value) != 1 else ''}",
-                                            section, path, about))
+                count = f"{len(value)} item{'s' if len(value) != 1 else ''}"
+                node = parent.add(self.node(key, count, section, path, about))
                 for i, item in enumerate(value):
                     ipath = (*path, i)
                     child = node.add(self.node(f"{key}[{i}]", _item_hint(item), section, ipath))
@@ -252,7 +252,8 @@ class _Builder:
             for v in shown:
                 text, _ = _scalar(key, v, enum, self.protocol)
                 parts.append(text)
-            more = f", … (+{len(value) - INLINE_LIST_LIMIT})" if len(value) > INLINE_LIST_LIMIT else ""
+            more = f", … (+{len(value) - INLINE_LIST_LIMIT})" \
+                if len(value) > INLINE_LIST_LIMIT else ""
             parent.add(self.node(key, f"[{', '.join(parts)}{more}]", section, path, about))
             return
         if isinstance(value, Records):
@@ -352,7 +353,8 @@ class _Builder:
             rows += [("Magic", b.magic)]
         crc_ok = b.crc_ok
         crc_text = "null" if b.crc is None else f"0x{b.crc:08x}" + (
-            " (ok)" if crc_ok else " (MISMATCH)" if crc_ok is False else " (not checked: truncated)")
+            " (ok)" if crc_ok else " (MISMATCH)" if crc_ok is False
+            else " (not checked: truncated)")
         node.add(TreeNode("CRC", crc_text, message=self.kind,
                           style="error" if crc_ok is False else None))
         for label, value in rows:
@@ -380,8 +382,8 @@ class _Builder:
                 node.add(TreeNode(label, text, message=self.kind))
         recs = b.records    # decodes (and decompresses) the batch
         if b.compressed_size is not None:
-            node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> "
-                                            f"{b.decompressed_size} bytes ({b.framing or b.codec_name})"))
+            node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> {b.decompressed_size} "
+                                            f"bytes ({b.framing or b.codec_name})"))
         for ri, rec in enumerate(recs):
             self.record(node, ri, rec, records, base)
         for p in b.problems:
@@ -570,7 +572,8 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
         body.value = "not decoded"
         rest = len(msg.raw) - msg.body_offset
         if rest > 0:
-            body.add(TreeNode("Raw", f"{rest} bytes: {_hex_preview(bytes(msg.raw[msg.body_offset:]))}",
+            preview = _hex_preview(bytes(msg.raw[msg.body_offset:]))
+            body.add(TreeNode("Raw", f"{rest} bytes: {preview}",
                               start=msg.body_offset + PREFIX, length=rest, message=msg.kind))
     else:
         try:

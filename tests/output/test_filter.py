@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from builders import build, exchange, record_batch, request, response
