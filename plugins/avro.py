@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import functools
 import io
 import uuid
 from pathlib import Path
@@ -50,15 +51,16 @@ class AvroSchemas:
 
         if not directory.is_dir():
             raise OptionError(f"schemas: {directory} is not a directory")
-        self.by_id: dict[int, tuple[str, Any]] = {}
-        self.by_subject: dict[str, tuple[str, Any]] = {}
+        # (full name, parsed schema, whether values need plain())
+        self.by_id: dict[int, tuple[str, Any, bool]] = {}
+        self.by_subject: dict[str, tuple[str, Any, bool]] = {}
         for path in sorted(directory.glob("*.avsc")):
             try:
                 parsed = load_schema(str(path))
             except Exception as exc:  # noqa: BLE001 - one bad file does not stop the others
                 api.report(f"schema file {path.name} skipped: {type(exc).__name__}: {exc}")
                 continue
-            entry = (_schema_name(parsed, path.stem), parsed)
+            entry = (_schema_name(parsed, path.stem), parsed, _has_logical_types(parsed))
             if path.stem.isdigit():
                 self.by_id[int(path.stem)] = entry
             else:
@@ -81,6 +83,28 @@ class AvroSchemas:
 
     def __len__(self) -> int:
         return len(self.by_id) + len(self.by_subject)
+
+
+@functools.cache
+def _reader() -> Any:
+    """fastavro's reader, imported on first use (kwsniff starts without fastavro)."""
+    from fastavro import schemaless_reader
+
+    return schemaless_reader
+
+
+def _has_logical_types(schema: Any, depth: int = 0) -> bool:
+    """Whether fastavro may return values that need :func:`plain` (logical types)."""
+    if depth > 64:
+        return True
+    if isinstance(schema, dict):
+        if "logicalType" in schema:
+            return True
+        return any(_has_logical_types(v, depth + 1) for k, v in schema.items()
+                   if k in ("type", "fields", "items", "values"))
+    if isinstance(schema, list):
+        return any(_has_logical_types(v, depth + 1) for v in schema)
+    return False
 
 
 def _schema_name(parsed: Any, default: str) -> str:
@@ -132,12 +156,11 @@ def decode_avro(data: bytes, where: PayloadWhere, schemas: AvroSchemas, strict: 
             raise PayloadProblem(message)
         api.report(message)
         return None
-    name, parsed = entry
-    from fastavro import schemaless_reader
+    name, parsed, logical = entry
 
     buf = io.BytesIO(body)
     try:
-        value = schemaless_reader(buf, parsed)
+        value = _reader()(buf, parsed)
     except Exception as exc:  # noqa: BLE001 - malformed Avro for this schema
         raise PayloadProblem(f"schema id {schema_id} ({name}): not decodable: "
                              f"{type(exc).__name__}: {exc}") from None
@@ -148,20 +171,24 @@ def decode_avro(data: bytes, where: PayloadWhere, schemas: AvroSchemas, strict: 
     out: dict[str, Any] = {"format": "avro", "schema_id": schema_id, "schema": name}
     if how == "subject":
         out["schema_from"] = f"subject {where.topic}-{where.part} (id {schema_id} unknown)"
-    out["data"] = plain(value)
+    out["data"] = plain(value) if logical else value
     return out
+
+
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
 
 
 def plain(value: Any) -> Any:
     """fastavro's values with logical types turned into JSON-friendly text."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is dict:
+        return {k: v if type(v) in _PLAIN else plain(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [v if type(v) in _PLAIN else plain(v) for v in value]
     if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
         return value.isoformat()
     if isinstance(value, (decimal.Decimal, uuid.UUID)):
         return str(value)
-    if isinstance(value, tuple):
-        return [plain(v) for v in value]
     return value

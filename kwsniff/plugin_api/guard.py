@@ -8,17 +8,18 @@ Contract:
   the plugin and the hook), later ones are only counted. :meth:`Guard.summary` gives
   the count line for the end of the run.
 * :func:`json_problem` says why a hook result is not a JSON-like value (None when it
-  is): dicts with string keys, lists/tuples, str, int, float, bool, None and bytes.
+  is): dicts (string keys; number/bool/None keys are accepted and become strings),
+  lists/tuples, str, int, float, bool, None and bytes; no cycles.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 Reporter = Callable[[str], None]
 
-MAX_DEPTH = 64
 
 
 class Guard:
@@ -52,25 +53,25 @@ class Guard:
         return f"plugin {self.plugin}: {self.hook} failed {self.failures} times in all"
 
 
-_SCALARS = (str, int, float, bool, type(None), bytes)
+def _reject(obj: Any) -> None:
+    """``default=`` of the check below: bytes are fine (the export encodes them)."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return None
+    raise TypeError(f"a {type(obj).__name__} value ({obj!r:.60}) is not JSON-like")
+
+
+_check = json.JSONEncoder(default=_reject).encode
 
 
 def json_problem(value: Any) -> str | None:
-    """Why ``value`` is not JSON-like (see the module contract); None when it is."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, _SCALARS):
-            continue
-        if depth >= MAX_DEPTH:
-            return f"nested deeper than {MAX_DEPTH} levels"
-        if isinstance(v, dict):
-            for k, item in v.items():
-                if not isinstance(k, str):
-                    return f"a dict key {k!r} ({type(k).__name__}) is not a string"
-                stack.append((item, depth + 1))
-        elif isinstance(v, (list, tuple)):
-            stack.extend((item, depth + 1) for item in v)
-        else:
-            return f"a {type(v).__name__} value ({v!r:.60}) is not JSON-like"
+    """Why ``value`` is not JSON-like (see the module contract); None when it is.
+
+    Runs the C JSON encoder once (dict keys that are numbers, booleans or None are
+    accepted: they become strings in the export)."""
+    try:
+        _check(value)
+    except RecursionError:
+        return "nested too deeply"
+    except (TypeError, ValueError) as exc:
+        return str(exc)
     return None

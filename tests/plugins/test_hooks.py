@@ -79,11 +79,12 @@ def test_failing_payload_decoder_is_reported_once_and_counted(manager, plugin_di
 
 
 @pytest.mark.parametrize("result, why", [
-    ("{1, 2}", "a set value"),
-    ("{1: 'int key'}", "dict key 1 (int) is not a string"),
-    ("object()", "a object value"),
-    ("[[[]]] * 1 if False else __import__('functools').reduce(lambda a, _: [a], range(70), [])",
-     "nested deeper than 64 levels"),
+    ("{1, 2}", "a set value ({1, 2}) is not JSON-like"),
+    ("{('tuple', 'key'): 1}", "keys must be str, int, float, bool or None, not tuple"),
+    ("{'x': [object()]}", "a object value"),
+    ("__import__('functools').reduce(lambda a, _: [a], range(5000), [])",
+     "nested too deeply"),
+    ("(lambda d: d.setdefault('self', d))({})", "Circular reference detected"),
 ])
 def test_bad_return_values_are_rejected(manager, plugin_dir, reports, result, why) -> None:
     load(manager, plugin_dir, f"""
@@ -117,8 +118,8 @@ def test_payload_problem_is_a_record_problem_not_a_plugin_failure(manager, plugi
 
 
 def test_json_like_values() -> None:
-    assert json_problem({"a": [1, 2.5, None, True, b"\x00", ("t", "u")]}) is None
-    assert "not a string" in json_problem({("k",): 1})
+    assert json_problem({"a": [1, 2.5, None, True, b"\x00", ("t", "u")], 3: "k"}) is None
+    assert "not tuple" in json_problem({("k",): 1})
 
 
 # ----------------------------------------------------------------------------- fields
