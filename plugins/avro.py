@@ -159,15 +159,23 @@ def decode_avro(data: bytes, where: PayloadWhere, schemas: AvroSchemas, strict: 
     name, parsed, logical = entry
 
     buf = io.BytesIO(body)
+    problem = None
     try:
         value = _reader()(buf, parsed)
     except Exception as exc:  # noqa: BLE001 - malformed Avro for this schema
-        raise PayloadProblem(f"schema id {schema_id} ({name}): not decodable: "
-                             f"{type(exc).__name__}: {exc}") from None
-    left = len(body) - buf.tell()
-    if left:
-        raise PayloadProblem(f"schema id {schema_id} ({name}): {left} bytes left after the "
-                             "Avro data (wrong schema?)")
+        problem = f"not decodable: {type(exc).__name__}: {exc}"
+    else:
+        left = len(body) - buf.tell()
+        if left:
+            problem = f"{left} bytes left after the Avro data (wrong schema?)"
+    if problem is not None:
+        if strict:
+            raise PayloadProblem(f"schema id {schema_id} ({name}): {problem}")
+        # on a topic not declared Avro, a zero byte + a known id may be a coincidence
+        api.report(f"{where.part}s of topic {where.topic!r} framed with schema id "
+                   f"{schema_id} do not decode with {name} ({problem}); name the topic in "
+                   "avro.topics to see each one as a record problem")
+        return None
     out: dict[str, Any] = {"format": "avro", "schema_id": schema_id, "schema": name}
     if how == "subject":
         out["schema_from"] = f"subject {where.topic}-{where.part} (id {schema_id} unknown)"

@@ -15,7 +15,7 @@ Contract (documented for plugin authors in docs/plugins.md):
   digest=..., tree=...)``: a field ``"<plugin>.<name>"`` computed by
   ``func(exchange)`` for display filters, the export, the summary digest and the tree.
 * ``api.digest(api_key, request=..., response=...)``: summary-line digests of an API.
-* ``api.report(message)``: a notice shown once.
+* ``api.report(message)``: a notice shown once (at most 20 different ones).
 * Every hook is wrapped: an exception or a bad return value is reported once (naming
   the plugin and the hook), counted, and the call falls back to kwsniff's own view;
   it never stops decoding. Registration mistakes (bad names, types) raise
@@ -38,6 +38,7 @@ from kwsniff.plugin_api.options import PluginOptions
 PayloadProblem = _payload.PayloadProblem
 PARTS = _payload.PARTS
 _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)*\Z")
+MAX_NOTICES = 20     # different notices shown per plugin (a capture must not flood stderr)
 
 
 class PluginError(Exception):
@@ -93,10 +94,17 @@ class PluginContext:
                 pass
 
     def report(self, message: str) -> None:
-        """Show ``message`` once (to standard error, or the application's reporter)."""
-        if message not in self._notices:
-            self._notices.add(message)
-            self._report(f"plugin {self.name}: {message}")
+        """Show ``message`` once (to standard error, or the application's reporter);
+        after :data:`MAX_NOTICES` different ones, the rest are dropped (said once)."""
+        notices = self._notices
+        if message in notices or len(notices) > MAX_NOTICES:
+            return
+        notices.add(message)
+        if len(notices) > MAX_NOTICES:
+            self._report(f"plugin {self.name}: more than {MAX_NOTICES} notices; "
+                         "the others are not shown")
+            return
+        self._report(f"plugin {self.name}: {message}")
 
     # ------------------------------------------------------------------ payloads
     def payload_decoder(self, func: Callable[[bytes, PayloadWhere], Any], *,

@@ -118,9 +118,27 @@ def test_avro_ids_map_subjects_and_lenient_topics(manager: PluginManager, report
     assert render(unknown).obj is None and render(unknown).problems == []
     assert reports == ["plugin avro: schema id 500 (topic 't', value) has no schema file: "
                        "add 500.avsc or map it with avro.ids"]
-    # a known id whose bytes do not fit the schema is a problem
+    # a known id whose bytes do not fit: maybe not Avro at all on an undeclared topic
+    assert render(b"\x00\x00\x00\x00\x4d\x80").problems == []
+    assert reports[-1].startswith("plugin avro: values of topic 't' framed with schema id 77 "
+                                  "do not decode with string (not decodable: ")
+    assert reports[-1].endswith("name the topic in avro.topics to see each one as a record "
+                                "problem")
+    # many different notices: at most 20, then one line saying so
+    for i in range(40):
+        render(avro_bytes("3.avsc", "x", 1000 + i))
+    assert len(reports) == 20 + 1 and reports[-1].endswith("the others are not shown")
+
+
+def test_avro_declared_topics_report_every_bad_value(manager: PluginManager, reports) -> None:
+    load_shipped(manager, "avro", schemas=str(DATA / "avro"), topics="t", ids="77=3")
+    key = avro_bytes("3.avsc", "hello", 77)
     assert "not decodable" in render(b"\x00\x00\x00\x00\x4d\x80").problems[0]
     assert "bytes left after the Avro data" in render(key + b"\x00\x00").problems[0]
+    assert "not in the Confluent wire format" in render(b"plain").problems[0]
+    assert render(b"plain", part="key").problems == []      # keys need not be Avro
+    assert render(b"plain", topic="u").decoder is None      # other topics: not tried
+    assert reports == []
 
 
 def test_avro_bad_options_and_files(manager: PluginManager, reports, tmp_path: Path) -> None:
