@@ -1,0 +1,214 @@
+"""Background loading for the TUI: a decoder process feeding the store.
+
+Contract:
+
+* :class:`Loader` starts ``python -m kwsniff.tui.decoder`` (the same interpreter and
+  import path) as a separate process — the decoding never competes with the UI for the
+  interpreter lock, and a second CPU core does it — and, in the thread that calls
+  :meth:`Loader.run`
+  (a Textual thread worker), receives its messages and applies them: rows into the
+  :class:`~kwsniff.tui.store.ExchangeStore` (published as they arrive), topic names,
+  statistics reports, progress and live capture counters.
+* State for the UI (read from any thread): :attr:`progress` (fraction of the file read,
+  None when unknown), :attr:`packets`, :attr:`first_ts`, :attr:`report` (the latest
+  statistics report of the whole capture), :attr:`done`, :attr:`counters` (the run
+  summary of every command, at the end), :attr:`error` (a one-line message),
+  :attr:`capture_problems`, :attr:`dropped` (live: kernel drops).
+* :meth:`stop` ends the run soon from any thread; :meth:`close` (at exit) stops the
+  process for good and removes the spill directory.
+* :meth:`apply` handles one message; tests drive it directly with
+  :func:`kwsniff.tui.decoder.decode` in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from kwsniff.tui.decoder import Job
+from kwsniff.tui.store import ConnectionRow, ExchangeStore
+
+JOIN_SECONDS = 3.0
+
+
+class Loader:
+    """See the module contract."""
+
+    def __init__(self, *, path: str | None = None, interface: str | None = None,
+                 options: Any = None, ports: tuple[int, ...] = (),
+                 bpf_filter: str | None = None, buffer_mib: int | None = None,
+                 plugin_args: Any = None, spill_dir: str | None = None,
+                 max_rows: int | None = None) -> None:
+        if (path is None) == (interface is None):
+            raise ValueError("give exactly one of path and interface")
+        self.path = path
+        self.interface = interface
+        self.directory = tempfile.mkdtemp(prefix="kwsniff-tui-", dir=spill_dir)
+        kwargs = {} if max_rows is None else {"max_rows": max_rows}
+        self.store = ExchangeStore(self.directory, **kwargs)
+        self.job = Job(self.directory, path=path, interface=interface, options=options,
+                       ports=ports, bpf_filter=bpf_filter, buffer_mib=buffer_mib,
+                       plugin_args=plugin_args)
+        self.progress: float | None = 0.0 if path is not None else None
+        self.packets = 0
+        self.first_ts: float | None = None
+        self.report: dict[str, Any] | None = None
+        self.done = False
+        self.error: str | None = None
+        self.counters: dict[str, int] | None = None
+        self.capture_problems: list[str] = []
+        self.dropped = 0
+        self.if_dropped = 0
+        self.started = time.monotonic()
+        self.finished_at: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._control: Connection | None = None
+        self._stopping = False
+        self._closed = False
+
+    @property
+    def live(self) -> bool:
+        return self.interface is not None
+
+    @property
+    def elapsed(self) -> float:
+        end = self.finished_at if self.finished_at is not None else time.monotonic()
+        return end - self.started
+
+    # ------------------------------------------------------------------ control
+    def stop(self) -> None:
+        """Ask the decoder to end soon (callable from any thread)."""
+        self._stopping = True
+        control = self._control
+        if control is not None:
+            self._control = None
+            try:
+                control.close()          # end of its standard input: the decoder stops
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop the decoder process, release the store and remove the spill directory."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        proc = self._process
+        if proc is not None:
+            try:
+                proc.wait(JOIN_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(JOIN_SECONDS)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.store.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # ------------------------------------------------------------------ running
+    def _start(self) -> Connection:
+        env = dict(os.environ)
+        paths = [p for p in sys.path if p and os.path.isdir(p)]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        proc = subprocess.Popen([sys.executable, "-m", "kwsniff.tui.decoder"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=env, close_fds=True)
+        self._process = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        control = Connection(os.dup(proc.stdin.fileno()), readable=False)
+        proc.stdin.close()
+        control.send_bytes(pickle.dumps(self.job, pickle.HIGHEST_PROTOCOL))
+        self._control = control
+        if self._stopping:
+            self.stop()
+        messages = Connection(os.dup(proc.stdout.fileno()), writable=False)
+        proc.stdout.close()
+        return messages
+
+    def run(self) -> None:
+        """Start the decoder process and apply its messages until it ends; never raises."""
+        try:
+            messages = self._start()
+        except Exception as err:  # noqa: BLE001 - reported in the UI
+            self.error = f"cannot start the decoder process: {err}"
+            self._finish()
+            return
+        try:
+            while not self.done:
+                try:
+                    message = messages.recv()
+                except (EOFError, OSError, pickle.UnpicklingError):
+                    proc = self._process
+                    code = proc.poll() if proc is not None else None
+                    if not self.done and not self._stopping:
+                        self.error = self.error or (
+                            "the decoder process ended unexpectedly"
+                            + (f" (exit code {code})" if code is not None else ""))
+                    break
+                self.apply(message)
+        finally:
+            messages.close()
+            self._finish()
+
+    def _finish(self) -> None:
+        self.store.publish()
+        if self.path is not None and self.error is None:
+            self.progress = 1.0
+        if self.finished_at is None:
+            self.finished_at = time.monotonic()
+        self.done = True
+
+    def apply(self, message: tuple[Any, ...]) -> None:
+        """Apply one decoder message (see :mod:`kwsniff.tui.decoder`)."""
+        kind = message[0]
+        store = self.store
+        if kind == "rows":
+            append = store.append
+            for row in message[1]:
+                append(row)
+            store.publish()
+        elif kind == "progress":
+            _, self.packets, fraction, first_ts = message
+            if fraction is not None:
+                self.progress = fraction
+            if first_ts is not None and self.first_ts is None:
+                self.first_ts = first_ts
+        elif kind == "names":
+            for topic_id, name in message[1]:
+                store.names.learn(topic_id, name)
+        elif kind == "stats":
+            self.report = message[1]
+        elif kind == "capture":
+            _, self.packets, self.dropped, self.if_dropped = message
+        elif kind == "done":
+            _, counters, error, problems, connections = message
+            self.counters = counters
+            if error:
+                self.error = error
+            self.capture_problems = list(problems)
+            self._merge_connections(connections)
+            self._finish()
+
+    def _merge_connections(self, connections: list[tuple[Any, ...]]) -> None:
+        """TCP byte counts of finished connections, and Kafka connections that carried
+        no exchange."""
+        conns = self.store.connections
+        for stream, client, broker, protocol, first, last, client_ids, tcp_bytes in connections:
+            row = conns.get(stream)
+            if row is None:
+                if len(conns) >= self.store.max_connections:
+                    continue
+                row = conns[stream] = ConnectionRow(stream, client, broker, protocol,
+                                                    client_ids=list(client_ids)[:8],
+                                                    first_ts=first, last_ts=last)
+            row.tcp_bytes = tcp_bytes
+

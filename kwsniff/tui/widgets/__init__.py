@@ -1,0 +1,1 @@
+"""Widgets of the TUI: virtual tables, detail tree, hex view, filter bar."""

@@ -1,0 +1,106 @@
+"""The connections pane: every Kafka connection, and an "all connections" first line.
+
+Contract: :class:`ConnectionTable` shows a snapshot of the store's
+:class:`~kwsniff.tui.store.ConnectionRow` values (refreshed by the owner with
+:meth:`ConnectionTable.update_rows`), sorted by stream or by the clicked column.
+Position 0 is "All connections"; :meth:`ConnectionTable.stream_at` returns the stream
+of a position (None for the first line). Rows with errors or unpaired exchanges are
+coloured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kwsniff.output.digest import human_bytes
+from kwsniff.output.fields import format_address
+from kwsniff.output.summary import format_time
+from kwsniff.tui.store import ConnectionRow
+from kwsniff.tui.widgets.table import Column, VirtualTable
+
+COLUMNS = [
+    Column("stream", "Stream", 8, right=True),
+    Column("route", "Client → Broker", 40),
+    Column("exchanges", "Exch.", 7, right=True),
+    Column("bytes", "Bytes", 9, right=True),
+    Column("errors", "Errors", 6, right=True),
+    Column("unpaired", "Unpaired", 8, right=True),
+    Column("first", "First", 10, right=True),
+    Column("last", "Last", 10, right=True),
+    Column("client_ids", "Client ids", 16, flex=True),
+]
+
+_SORT: dict[str, Any] = {
+    "stream": lambda c: c.stream,
+    "route": lambda c: (c.client, c.broker),
+    "exchanges": lambda c: c.exchanges,
+    "bytes": lambda c: c.bytes,
+    "errors": lambda c: c.errors,
+    "unpaired": lambda c: c.unpaired,
+    "first": lambda c: c.first_ts,
+    "last": lambda c: c.last_ts,
+    "client_ids": lambda c: ",".join(c.client_ids),
+}
+
+
+class ConnectionTable(VirtualTable):
+    """See the module contract."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(list(COLUMNS), id=id)
+        self.rows: list[ConnectionRow] = []
+        self.sort_key = "stream"
+        self.time_format = "r"
+        self.time_base = 0.0
+        self.totals = (0, 0, 0, 0)
+
+    def update_rows(self, rows: list[ConnectionRow], *, keep_stream: int | None = None
+                    ) -> None:
+        """Show ``rows`` (sorted here); the cursor stays on ``keep_stream`` if given (else
+        on its position: the first line stays the first line)."""
+        key = _SORT.get(self.sort_key or "stream", _SORT["stream"])
+        rows = sorted(rows, key=lambda c: (key(c), c.stream), reverse=self.sort_reverse)
+        self.rows = rows
+        self.totals = (sum(c.exchanges for c in rows), sum(c.bytes for c in rows),
+                       sum(c.errors for c in rows), sum(c.unpaired for c in rows))
+        self.rows_changed()
+        if keep_stream is not None:
+            for i, c in enumerate(rows):
+                if c.stream == keep_stream:
+                    self.move_cursor(i + 1, quiet=True)
+                    break
+
+    def sort_by(self, key: str) -> None:
+        if key not in _SORT:
+            return
+        if self.sort_key == key:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_key, self.sort_reverse = key, False
+        current = self.stream_at(self.cursor)
+        self.update_rows(self.rows, keep_stream=current)
+        if current is None:
+            self.move_cursor(0, quiet=True)
+
+    def row_count(self) -> int:
+        return len(self.rows) + 1
+
+    def stream_at(self, position: int) -> int | None:
+        if 1 <= position <= len(self.rows):
+            return self.rows[position - 1].stream
+        return None
+
+    def row_cells(self, position: int) -> tuple[list[str], str | None]:
+        if position == 0:
+            ex, size, errors, unpaired = self.totals
+            return ["", f"All connections ({len(self.rows)})", str(ex), human_bytes(size),
+                    str(errors), str(unpaired), "", "", ""], "vtable--all"
+        c = self.rows[position - 1]
+        route = f"{format_address(c.client)} → {format_address(c.broker)}"
+        if c.protocol != "kafka":
+            route += f" ({c.protocol})"
+        ids = ", ".join(c.client_ids) if c.client_ids else "-"
+        klass = "vtable--error" if c.errors else ("vtable--unanswered" if c.unpaired else None)
+        return [str(c.stream), route, str(c.exchanges), human_bytes(c.bytes), str(c.errors),
+                str(c.unpaired), format_time(c.first_ts, self.time_format, self.time_base),
+                format_time(c.last_ts, self.time_format, self.time_base), ids], klass

@@ -1,0 +1,204 @@
+"""The display-filter bar: the ``-Y`` language, validated as you type, with completion.
+
+Contract:
+
+* :class:`FilterBar` holds an input and a message line. Every edit is checked with
+  :func:`kwsniff.output.filter.check_filter`; a mistake shows its message and a caret
+  under the column it points at, and the input turns red. Valid text shows the
+  completions :func:`kwsniff.output.filter.suggest` offers for the word being typed
+  (field names, operators, known values).
+* Completion: the first candidate appears as ghost text (→ or Tab accepts it; Tab adds
+  a space so the next completions follow).
+* Enter on valid (or empty) text posts :class:`FilterBar.Applied`; Escape posts
+  :class:`FilterBar.Cancelled` (the owner moves the focus away).
+* :func:`completions` is the pure function behind it: full candidate texts for
+  ``text``.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.suggester import Suggester
+from textual.widgets import Input, Label, Static
+
+from kwsniff.output.filter import FilterError, check_filter, suggest, tokenize
+from kwsniff.tui.rowfacts import is_fast
+
+MAX_SHOWN = 12
+PLACEHOLDER = ('display filter, e.g. api == Produce and latency_ms > 5, error, '
+               'topic contains "orders" (Enter applies, Tab completes)')
+
+
+def completions(text: str) -> list[str]:
+    """Full replacement texts for the word at the end of ``text``."""
+    try:
+        tokens = tokenize(text)[:-1]
+        prefix = text
+        if text and not text[-1].isspace() and tokens:
+            last = tokens[-1]
+            if last.kind in ("WORD", "NUMBER", "STRING"):
+                prefix = text[:last.pos]
+    except FilterError as err:
+        if not err.message.startswith("unterminated string"):
+            return []
+        prefix = text[:err.position]
+    try:
+        candidates = suggest(text)
+    except Exception:  # noqa: BLE001 - completion is a convenience
+        return []
+    return [prefix + c for c in candidates]
+
+
+class FilterSuggester(Suggester):
+    """Ghost-text completion from :func:`completions`."""
+
+    def __init__(self) -> None:
+        super().__init__(use_cache=True, case_sensitive=True)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        for cand in completions(value):
+            if cand.startswith(value) and len(cand) > len(value):
+                return cand
+        return None
+
+
+class FilterInput(Input):
+    """The input of the filter bar; Tab accepts the completion."""
+
+    BINDINGS = [Binding("tab", "complete", "Complete", show=False)]
+
+    def action_complete(self) -> None:
+        value = self.value
+        for cand in completions(value):
+            if cand.startswith(value) and cand != value:
+                self.value = cand + " "
+                self.cursor_position = len(self.value)
+                return
+        self.screen.focus_next()
+
+
+class FilterBar(Vertical):
+    """See the module contract."""
+
+    class Applied(Message):
+        """The user applied ``expression`` ("" = no filter)."""
+
+        def __init__(self, expression: str) -> None:
+            super().__init__()
+            self.expression = expression
+
+    class Cancelled(Message):
+        """Escape in the filter bar."""
+
+    BINDINGS = [Binding("escape", "cancel", "Leave filter", show=False)]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.applied = ""
+        self.error: FilterError | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="filter-row"):
+            yield Label("Filter", id="filter-label")
+            yield FilterInput(placeholder=PLACEHOLDER, suggester=FilterSuggester(),
+                              id="filter-input")
+        yield Static("", id="filter-message")
+
+    @property
+    def input(self) -> FilterInput:
+        return self.query_one(FilterInput)
+
+    def set_expression(self, text: str) -> None:
+        """Put ``text`` into the input (validated) without applying it."""
+        self.input.value = text
+        self.validate(text)
+
+    def validate(self, text: str) -> FilterError | None:
+        """Check ``text`` and update the message line; returns the error, if any."""
+        message = self.query_one("#filter-message", Static)
+        inp = self.input
+        stripped = text.strip()
+        if not stripped:
+            self.error = None
+            inp.remove_class("-invalid")
+            message.update(Text("no filter: all exchanges" +
+                                (" (Enter to clear the applied filter)" if self.applied else ""),
+                                style="dim"))
+            return None
+        err = check_filter(text)
+        self.error = err
+        cands = completions(text)
+        if err is not None and cands and not text[-1:].isspace() and \
+                err.position >= len(text.rstrip()) - len(text.split()[-1]):
+            # still typing the last word: offer its completions rather than an error
+            inp.remove_class("-invalid")
+            msg = Text("… ", style="yellow")
+            msg.append(" ".join(_last_words(text, cands)) +
+                       (" …" if len(cands) > MAX_SHOWN else ""))
+            msg.append("   (Tab completes)", style="dim")
+            message.update(msg)
+            return err
+        if err is not None:
+            inp.add_class("-invalid")
+            msg = Text()
+            msg.append(" " * err.position + "^ ", style="bold red")
+            msg.append(f"{err.message} (column {err.column})", style="red")
+            message.update(msg)
+            return err
+        inp.remove_class("-invalid")
+        msg = Text("✓ valid", style="green")
+        if not is_fast(text):
+            msg.append(" · re-decodes every exchange (fields not kept in the list)",
+                       style="yellow")
+        if text.strip() != self.applied:
+            msg.append(" · Enter to apply", style="dim")
+        if cands and not text[-1:].isspace():
+            shown = " ".join(_last_words(text, cands))
+            if shown:
+                msg.append("   completions: ", style="dim")
+                msg.append(shown + (" …" if len(cands) > MAX_SHOWN else ""))
+        elif text[-1:].isspace():
+            if cands:
+                msg.append("   next: ", style="dim")
+                msg.append(" ".join(c[len(text):] for c in cands[:MAX_SHOWN]) +
+                           (" …" if len(cands) > MAX_SHOWN else ""))
+        message.update(msg)
+        return None
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.validate(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if self.validate(event.value) is not None:
+            self.app.bell()
+            return
+        self.applied = text
+        self.validate(event.value)
+        self.post_message(self.Applied(text))
+
+    def action_cancel(self) -> None:
+        self.post_message(self.Cancelled())
+
+
+def _last_words(text: str, cands: list[str]) -> list[str]:
+    """The completed last words of the first candidates (what the user chooses from)."""
+    words = [c[len(_common_prefix(text, c)):] for c in cands[:MAX_SHOWN]]
+    return [w for w in words if w]
+
+
+def _common_prefix(text: str, cand: str) -> str:
+    """The part of ``cand`` that replaces nothing new: up to the start of the last word."""
+    i = 0
+    while i < len(text) and i < len(cand) and text[i] == cand[i]:
+        i += 1
+    # show whole candidate words, not the tail after the typed letters
+    while i > 0 and not cand[i - 1].isspace() and cand[i - 1] not in "(!=<>~{,":
+        i -= 1
+    return cand[:i]
