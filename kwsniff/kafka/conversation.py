@@ -202,9 +202,14 @@ class Conversation:
         if self.state == UNDECIDED:
             self._decide(True)
         if self.state in (KAFKA, KAFKA07):
-            f0 = self.framers[0].finish()
-            f1 = self.framers[1].finish()
-            self._merged(f0, f1)
+            # the client side first: responses are judged knowing every request
+            c = self.client_dir if self.client_dir is not None else 0
+            fc = self.framers[c].finish()
+            if fc:
+                self._frames(c, fc)
+            fs = self.framers[1 - c].finish()
+            if fs:
+                self._frames(1 - c, fs)
             for d in (0, 1):
                 self._framer_problems(d)
                 rest = self.framers[d].take_skip()
@@ -381,12 +386,12 @@ class Conversation:
         size, corr = h2
         waiting = self.pending.get(corr)
         if waiting is not None:
-            # small ids are common in binary data: the frame must also decode exactly
-            # as the answer to that request
+            # small ids are common in binary data: the frame must also decode (all but a
+            # few bytes) as the answer to that request
             if pos + 4 + size <= end:
                 req = waiting.msg
                 if req.api_key is not None and req.api_version is not None and \
-                        decoding.decodes_exactly(decoding.try_response(
+                        decoding.decodes_nearly(decoding.try_response(
                             bytes(buf[pos + 4:pos + 4 + size]), req.api_key, req.api_version)):
                     return STRONG, size
                 return WEAK, size

@@ -95,6 +95,14 @@ def decodes_exactly(msg: KafkaMessage | None) -> bool:
             and msg.body_end == len(msg.raw))
 
 
+def decodes_nearly(msg: KafkaMessage | None, slack: int = 8) -> bool:
+    """True when decoding got through all but at most ``slack`` bytes of the frame (real
+    messages from buggy peers can carry a stray byte; garbage almost never parses that
+    far)."""
+    return (msg is not None and msg.body is not None and msg.body_end > 4
+            and len(msg.raw) - slack <= msg.body_end <= len(msg.raw))
+
+
 def try_response(raw: bytes, api_key: int, api_version: int) -> KafkaMessage | None:
     """Decode for candidate testing (no annotation); None when the decoder fails."""
     try:

@@ -21,7 +21,8 @@ Contract:
   :data:`PROBATION` frames are checked again and held back: if one is implausible, the
   accepted start was wrong and hunting resumes just after it, so a false start never
   produces frames.  If the stream stops (hole or end) before a frame after the accepted
-  one could be checked, the held frame is dropped as skipped.
+  one could be checked, the held frame is dropped as skipped unless the checker now
+  vouches for it.
 * Bytes that belong to no frame are reported in :attr:`Frame.skipped_before` of the next
   frame and in :attr:`Framer.skipped_bytes`; holes in the capture are counted separately
   in :attr:`Framer.gap_bytes`.
@@ -457,6 +458,8 @@ class Framer:
         held = self.held
         if len(held) >= 2:
             return self._release()
+        if held and self.check(self.buf, self.held_start, len(self.buf))[0] == STRONG:
+            return self._release()      # what is known now vouches for it
         self.held = []
         self.probation = 0
         n = sum(4 + len(h.raw) for h in held)
