@@ -126,7 +126,7 @@ def capture_pcapy(port: int, buffer_mib: int, batch: bool, deferred: bool) -> di
             "drain_pps": seen / (t_last - t0) if deferred and t_last > t0 else 0}
 
 
-def capture_scapy(port: int, buffer_mib: int) -> dict[str, int]:
+def capture_scapy(port: int, buffer_mib: int, seconds: float | None) -> dict[str, int]:
     from scapy.all import conf, sniff  # type: ignore[import-untyped]
 
     conf.bufsize = buffer_mib * 1024 * 1024
@@ -137,8 +137,13 @@ def capture_scapy(port: int, buffer_mib: int) -> dict[str, int]:
         counter[1] += len(bytes(pkt))  # type: ignore[call-overload]
 
     print("ready", flush=True)
-    # SIGINT raises KeyboardInterrupt, which ends sniff() cleanly.
-    sniff(iface="lo", filter=f"udp dst port {port}", prn=on_packet, store=False)
+    # scapy may not get to a KeyboardInterrupt while it dissects a backlog: it stops
+    # by itself after ``seconds`` (SIGINT ends it earlier when it does).
+    try:
+        sniff(iface="lo", filter=f"udp dst port {port}", prn=on_packet, store=False,
+              timeout=seconds)
+    except KeyboardInterrupt:
+        pass
     return {"seen": counter[0], "kernel_drop": -1, "bytes": counter[1]}
 
 
@@ -173,8 +178,9 @@ def generate(port: int, count: int, size: int, rate: float | None) -> dict[str, 
 
 def run_one(backend: str, rate: str, args: argparse.Namespace, port: int) -> dict[str, object]:
     python = args.pcapy_python if backend.startswith("pcapy") else sys.executable
+    budget = args.count / (float(rate) if rate != "max" else 100000.0) + args.settle + 3.0
     cap = subprocess.Popen([python, __file__, "--capture", backend, "--port", str(port),
-                            "--buffer-mib", str(args.buffer_mib)]
+                            "--buffer-mib", str(args.buffer_mib), "--seconds", str(budget)]
                            + (["--deferred"] if args.deferred else []),
                            stdout=subprocess.PIPE, text=True)
     assert cap.stdout is not None
@@ -190,8 +196,11 @@ def run_one(backend: str, rate: str, args: argparse.Namespace, port: int) -> dic
     if args.deferred:
         cap.send_signal(signal.SIGUSR1)
     time.sleep(args.settle)
-    cap.send_signal(signal.SIGINT)
-    out, _ = cap.communicate(timeout=120)
+    if backend == "scapy":
+        out, _ = cap.communicate(timeout=budget + 120)     # stops by itself
+    else:
+        cap.send_signal(signal.SIGINT)
+        out, _ = cap.communicate(timeout=120)
     got = json.loads(out.strip().splitlines()[-1])
     lost = sent["sent"] - got["seen"]
     return {"backend": backend, "target": rate, "achieved_pps": round(sent["rate"]),
@@ -217,6 +226,7 @@ def main() -> int:
     ap.add_argument("--capture", help=argparse.SUPPRESS)
     ap.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rate", help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.capture:
@@ -227,7 +237,7 @@ def main() -> int:
         elif kind in ("pcapy", "pcapy-batch"):
             res = capture_pcapy(args.port, args.buffer_mib, kind == "pcapy-batch", args.deferred)
         elif kind == "scapy":
-            res = capture_scapy(args.port, args.buffer_mib)
+            res = capture_scapy(args.port, args.buffer_mib, args.seconds)
         else:
             raise SystemExit(f"unknown backend {kind}")
         print(json.dumps(res), flush=True)
