@@ -179,6 +179,8 @@ class Engine:
             ts = ev.conn.last_ts
         else:
             return []
+        if ts > self.ctx.now:
+            self.ctx.now = ts
         s = self.summary
         if s.first_ts is None:
             s.first_ts = ts
@@ -241,6 +243,7 @@ class Engine:
 
     def _sweep(self, now: float) -> None:
         self._next_sweep = now + SWEEP_INTERVAL
+        self.ctx.now = max(self.ctx.now, now)
         for conv in list(self.convs.values()):
             if conv.waiting():
                 conv.expire(now)

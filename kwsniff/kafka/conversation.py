@@ -55,6 +55,9 @@ TLS = detect.TLS
 OTHER = detect.OTHER
 
 PROTO_SASL = "kafka-sasl"
+#: seconds of capture time an undecided connection on a non-Kafka port may hold back
+#: the release of other connections' exchanges
+UNDECIDED_HOLD = 2.0
 PRODUCE, METADATA, SASL_HANDSHAKE, API_VERSIONS = 0, 3, 17, 18
 _I32 = struct.Struct(">i")
 
@@ -248,12 +251,12 @@ class Conversation:
             while self.orphans and self.orphans[0].msg.ts_last < cut:
                 self._resolve(self.orphans.popleft())
             changed = True
-        if changed:
+        if changed or self.state == UNDECIDED:
             self._refresh()
 
     def waiting(self) -> bool:
-        """True while something waits for a response or for inference."""
-        return bool(self.pending or self.fifo or self.orphans)
+        """True while something waits for a response, for inference or for detection."""
+        return bool(self.pending or self.fifo or self.orphans) or self.state == UNDECIDED
 
     # ------------------------------------------------------------- decisions
     def _decide(self, final: bool) -> None:
@@ -838,7 +841,14 @@ class Conversation:
             k = self.orphans[0].key
             if best is None or k < best:
                 best = k
-        if self.state in (UNDECIDED, KAFKA, KAFKA07) and not self.unordered_partial:
+        state = self.state
+        if state == UNDECIDED and not self.kafka_port and \
+                self.ctx.now - (self.conn.first_ts or 0.0) > UNDECIDED_HOLD:
+            # content detection on another port is taking long: stop holding back the
+            # rest of the capture for it (if it turns out to be Kafka, its first
+            # exchanges may come out of capture order, flagged)
+            return best
+        if state in (UNDECIDED, KAFKA, KAFKA07) and not self.unordered_partial:
             idx = self.conn.index
             for d in (0, 1):
                 k2 = self.framers[d].open_key()

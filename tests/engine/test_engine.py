@@ -154,3 +154,25 @@ def test_headers_only_mode_pairs_the_same() -> None:
     fast = [(e.status, e.api_key, e.correlation_id)
             for e in Engine(EngineOptions(bodies=False)).run(pk)]
     assert full == fast and len(full) == len(steps)
+
+
+def test_idle_undecided_connection_does_not_hold_back_output() -> None:
+    ssh = Sim(client=("10.0.0.7", 50000), server=("10.0.0.8", 22), t0=0.0)
+    ssh.c(b"SSH-2.0-OpenSSH_9.2\r\n")            # a few bytes, then silence
+    k = Sim(t0=0.5)
+    for corr in range(1, 40):
+        st = heartbeat(corr)
+        k.c(st.request)
+        k.s(st.response)
+        k.wait(0.2)
+    eng = Engine()
+    before_end = 0
+    n = 0
+    for ev in iter_tcp_events(merge(ssh, k)):
+        out = eng.feed_event(ev)
+        n += len(out)
+        if type(ev).__name__ != "ConnectionClosed":
+            before_end += len(out)
+    n += len(eng.finish())
+    assert n == 39
+    assert before_end >= 30          # released while the capture runs, not at its end
