@@ -150,6 +150,32 @@ class Engine:
 
     def feed_event(self, ev: Any) -> list[Exchange]:
         """Process one TCP stream event; return the exchanges it releases."""
+        try:
+            return self._feed(ev)
+        except Exception as err:  # noqa: BLE001 - last line of defence: never stop a run
+            return self._contain(ev, err)
+
+    def _contain(self, ev: Any, err: Exception) -> list[Exchange]:
+        """A bug met by some bytes: report it, abandon that connection, keep going."""
+        conn = getattr(ev, "conn", None)
+        frame = getattr(ev, "frame", None) or (conn.last_frame if conn is not None else 0)
+        where = f"connection {conn.index}" if conn is not None else "the run"
+        self.summary.add_problem(f"frame {frame}: internal error in {where}: "
+                                 f"{type(err).__name__}: {err}; its remaining traffic is skipped")
+        if conn is not None:
+            conv = self.convs.pop(conn.index, None)
+            conn.ignored = True
+            if conv is not None:
+                try:
+                    self.ctx.reorder.forget(conv)
+                except Exception:  # noqa: BLE001
+                    pass
+        try:
+            return self._release(False)
+        except Exception:  # noqa: BLE001
+            return []
+
+    def _feed(self, ev: Any) -> list[Exchange]:
         t = type(ev)
         if t is StreamData:
             conv = self.convs.get(ev.conn.index)

@@ -176,3 +176,27 @@ def test_idle_undecided_connection_does_not_hold_back_output() -> None:
     n += len(eng.finish())
     assert n == 39
     assert before_end >= 30          # released while the capture runs, not at its end
+
+
+def test_internal_error_is_contained(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from kwsniff.kafka import conversation
+
+    a = Sim(client=("10.0.0.1", 40001), t0=0.0)
+    b = Sim(client=("10.0.0.3", 40002), t0=0.001)
+    for corr in range(1, 4):
+        for sim in (a, b):
+            st = heartbeat(corr)
+            sim.c(st.request)
+            sim.s(st.response)
+    real = conversation.Conversation._request
+
+    def broken(self, f, d):  # type: ignore[no-untyped-def]
+        if self.conn.index == 0:
+            raise RuntimeError("boom")
+        return real(self, f, d)
+
+    monkeypatch.setattr(conversation.Conversation, "_request", broken)
+    eng = Engine()
+    out = list(eng.run(merge(a, b)))
+    assert [e.stream for e in out] == [1, 1, 1] and all(e.status == PAIRED for e in out)
+    assert any("internal error in connection 0: RuntimeError: boom" in p for p in eng.summary.problems)
