@@ -75,6 +75,13 @@ def test_every_logged_request_is_found(path: Path) -> None:
         assert all("resynchronised" in p for p in eng.summary.problems)
     else:
         assert eng.summary.problems == []
+        # every response is paired; a request is unanswered only when its connection
+        # ended first (consumers closing during a long-poll Fetch, say)
+        assert not [e for e in out if e.status == ORPHAN_RESPONSE]
+        for e in out:
+            if e.status == "unanswered":
+                assert e.problems == ["connection closed before a response"] or \
+                    e.problems == ["capture ended before a response"]
 
 
 def tshark_pairs(path: Path) -> tuple[dict, dict]:
