@@ -207,6 +207,7 @@ class Conversation:
         if self.state in (KAFKA, KAFKA07):
             # the client side first: responses are judged knowing every request
             c = self.client_dir if self.client_dir is not None else 0
+            tail = [fr.first_frame_number() or self.conn.last_frame for fr in self.framers]
             fc = self.framers[c].finish()
             if fc:
                 self._frames(c, fc)
@@ -217,7 +218,7 @@ class Conversation:
                 self._framer_problems(d)
                 rest = self.framers[d].take_skip()
                 if rest:
-                    self._problem(f"{rest} bytes at the end of the "
+                    self._problem(f"frame {tail[d]}: {rest} bytes at the end of the "
                                   f"{'client' if d == self.client_dir else 'broker'} stream "
                                   "belong to no complete message")
             why = ("capture ended before a response" if reason == "capture-end"
@@ -504,6 +505,15 @@ class Conversation:
             self.sasl_raw = False
         opts = self.ctx.options
         msg = decoding.header_request(raw) if f.missing else decoding.decode_request(raw, opts.bodies)
+        if msg.problems and not f.missing and plausible.request_fields(raw) is None:
+            mech = decoding.sasl_shape(raw)
+            if mech is not None:
+                # a raw SASL token whose SaslHandshake v0 was not captured
+                self.sasl_raw = True
+                self.summary.sasl_mechanism = self.summary.sasl_mechanism or mech
+                self._sasl_token(f, d, client=True, note="raw SASL token; the SaslHandshake "
+                                 "v0 that announced it was not captured")
+                return
         self._place(msg, f)
         key = self._key(f, d)
         s = self.summary
@@ -756,7 +766,7 @@ class Conversation:
         self._emit(o.key, self._exchange(ORPHAN_RESPONSE, None, msg, problems=problems))
 
     # ------------------------------------------------------------------ SASL
-    def _sasl_token(self, f: Frame, d: int, client: bool) -> None:
+    def _sasl_token(self, f: Frame, d: int, client: bool, note: str | None = None) -> None:
         mech = self.summary.sasl_mechanism
         kind = REQUEST if client else RESPONSE
         body, raw = decoding.decode_sasl_token(f.raw, mech, client, self.ctx.options.show_secrets)
@@ -764,6 +774,8 @@ class Conversation:
                            body_end=len(raw))
         for p in body.get("problems") or ():
             msg.problems.append(f"SASL token: {p}")
+        if note:
+            msg.problems.append(note)
         self._place(msg, f)
         key = self._key(f, d)
         if client:

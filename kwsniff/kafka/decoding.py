@@ -149,3 +149,13 @@ def decode_sasl_token(token: bytes, mechanism: str | None, from_client: bool,
         except Exception:  # noqa: BLE001 - fall back to hiding the whole token
             token = b"*" * len(token)
     return out, token
+
+
+def sasl_shape(token: bytes) -> str | None:
+    """The SASL mechanism a client token looks like (PLAIN, SCRAM, GSSAPI, OAUTHBEARER),
+    or None when it has no recognisable shape."""
+    try:
+        mech = _sasl.decode_sasl_token(token, None, from_client=True).get("mechanism")
+    except Exception:  # noqa: BLE001
+        return None
+    return mech if isinstance(mech, str) and mech else None

@@ -258,3 +258,17 @@ def test_metadata_request_with_null_client_id() -> None:
     s.s(metadata(1).response)
     eng, out = run(s)
     assert out[0].status == PAIRED and out[0].client_id is None
+
+
+def test_raw_sasl_tokens_without_handshake_kafka_09_gssapi() -> None:
+    # Kafka 0.9 brokers took raw GSSAPI tokens right after connecting (no SaslHandshake)
+    s = Sim()
+    s.c(frame(b"\x60\x82\x02\x10\x06\x09\x2a\x86\x48\x86\xf7\x12\x01\x02\x02" + bytes(40)))
+    s.s(frame(b"\x60\x81\x80\x06\x09\x2a\x86\x48\x86\xf7\x12\x01\x02\x02" + bytes(30)))
+    md = metadata(7)
+    s.c(md.request)
+    s.s(md.response)
+    eng, out = run(s)
+    assert [(e.protocol, e.status) for e in out] == [("kafka-sasl", PAIRED), ("kafka", PAIRED)]
+    assert out[0].request.body["data"]["mechanism"] == "GSSAPI"
+    assert "not captured" in " ".join(out[0].all_problems())
