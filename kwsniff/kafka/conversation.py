@@ -105,6 +105,11 @@ class Context:
         self.now = 0.0
         self.annotate_ctx = decoding.new_annotate_context(options.show_secrets)
 
+    def learn(self, endpoint: tuple[str, int]) -> None:
+        """Remember a broker endpoint (bounded: a port scan must not grow memory)."""
+        if len(self.learned) < 10_000:
+            self.learned.add(endpoint)
+
     def history(self, key: Any) -> ApiHistory:
         h = self.histories.get(key)
         if h is None:
@@ -308,7 +313,7 @@ class Conversation:
         if not self.kafka_port:
             # later connections to this broker need no content proof
             broker = self.conn.b if self.client_dir == 0 else self.conn.a
-            self.ctx.learned.add(tuple(broker))
+            self.ctx.learn(tuple(broker))
         synced = self.conn.a_is_client is not None
         if verdict.kind == KAFKA:
             # chained frames while resynchronising must carry growing correlation ids
@@ -551,6 +556,8 @@ class Conversation:
         if api_key == SASL_HANDSHAKE and ver == 0:
             mech = msg.body.get("Mechanism") if msg.body else None
             self.sasl_wait[corr] = mech
+            if len(self.sasl_wait) > 16:
+                del self.sasl_wait[next(iter(self.sasl_wait))]
             s.sasl_mechanism = mech
         if self.orphans and kind == "kafka" and self._claim_orphan(corr, msg, key):
             self._count_request()
@@ -687,7 +694,7 @@ class Conversation:
                     if isinstance(b, dict):
                         host, port = b.get("Host"), b.get("Port")
                         if isinstance(host, str) and isinstance(port, int) and _is_ip(host):
-                            ctx.learned.add((host, port))
+                            ctx.learn((host, port))
         elif api_key == SASL_HANDSHAKE and msg.correlation_id in self.sasl_wait:
             mech = self.sasl_wait.pop(msg.correlation_id)
             if body.get("ErrorCode") == 0:
