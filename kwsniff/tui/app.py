@@ -191,13 +191,25 @@ class KwsniffApp(App[None]):
         self.set_interval(TICK_SECONDS, self._tick)
         self.call_after_refresh(self._first_paint)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Main-screen keys do nothing (and leave the footer) while another screen shows."""
+        if action in self._MAIN_ACTIONS and self._main_screen is not None and \
+                self.screen is not self._main_screen:
+            return False
+        return True
+
+    _MAIN_ACTIONS = frozenset({
+        "focus_filter", "search", "search_next", "search_previous", "stats", "export",
+        "pause", "sort_next", "sort_reverse", "toggle_connections", "all_connections",
+        "swap_frame", "time_format", "maximize", "help"})
+
     def _first_paint(self) -> None:
         if self.first_screen_seconds is None:
             self.first_screen_seconds = time.monotonic() - self._mounted_at
 
     def _source_name(self) -> str:
         if self.capture is not None:
-            return self.capture
+            return Path(self.capture).name
         return f"live: {self.live_name or 'interface'}"
 
     def on_unmount(self) -> None:
@@ -659,8 +671,9 @@ class KwsniffApp(App[None]):
 
     def action_help(self) -> None:
         from kwsniff.tui.screens.help import HelpScreen
-        pairs = [(b.key_display or b.key, b.description) for b in self.BINDINGS
-                 if isinstance(b, Binding)]
+        pairs = [(" ".join(self.get_key_display(Binding(k.strip(), b.action))
+                           for k in b.key.split(",")), b.description)
+                 for b in self.BINDINGS if isinstance(b, Binding)]
         self.push_screen(HelpScreen(pairs))
 
     def action_stats(self) -> None:

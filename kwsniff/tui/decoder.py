@@ -130,18 +130,18 @@ class _Run:
         names = self.names
         builder = self.builder
         stats_add = self.stats.add
-        batch = self.batch
         stopped = self.stopped
         for ex in exchanges:
             facts = ExchangeFacts(ex, names)
-            batch.append(builder.row(ex, facts))
+            # self.batch, not a local alias: publish() (also called between live packet
+            # batches) replaces the list
+            self.batch.append(builder.row(ex, facts))
             if ex.problems or (ex.request is not None and ex.request.problems) or \
                     (ex.response is not None and ex.response.problems):
                 self.exchange_problems += len(ex.all_problems())
             stats_add(facts)
-            if len(batch) >= MAX_BATCH or time.monotonic() >= self._next_publish:
+            if len(self.batch) >= MAX_BATCH or time.monotonic() >= self._next_publish:
                 self.publish()
-                batch = self.batch
             if stopped():
                 break
 
@@ -190,6 +190,7 @@ class _Run:
             self.live = source
             decoder = LiveDecoder(job.options)
             self.engine = decoder.engine
+            self.publish(force=True)              # tells the UI the capture is running
             try:
                 self.consume(decoder.run(self._live_batches(source)))
             finally:

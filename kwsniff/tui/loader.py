@@ -13,7 +13,8 @@ Contract:
   None when unknown), :attr:`packets`, :attr:`first_ts`, :attr:`report` (the latest
   statistics report of the whole capture), :attr:`done`, :attr:`counters` (the run
   summary of every command, at the end), :attr:`error` (a one-line message),
-  :attr:`capture_problems`, :attr:`dropped` (live: kernel drops).
+  :attr:`capture_problems`, :attr:`dropped` (live: kernel drops), :attr:`capturing`
+  (live: the decoder's capture is running).
 * :meth:`stop` ends the run soon from any thread; :meth:`close` (at exit) stops the
   process for good and removes the spill directory.
 * :meth:`apply` handles one message; tests drive it directly with
@@ -66,6 +67,7 @@ class Loader:
         self.capture_problems: list[str] = []
         self.dropped = 0
         self.if_dropped = 0
+        self.capturing = False          # live: the decoder's capture handle is active
         self.started = time.monotonic()
         self.finished_at: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -189,6 +191,7 @@ class Loader:
             self.report = message[1]
         elif kind == "capture":
             _, self.packets, self.dropped, self.if_dropped = message
+            self.capturing = True
         elif kind == "done":
             _, counters, error, problems, connections = message
             self.counters = counters

@@ -131,7 +131,7 @@ class FilterBar(Vertical):
             return None
         err = check_filter(text)
         self.error = err
-        cands = completions(text)
+        cands = _open_completions(text, completions(text))
         if err is not None and cands and not text[-1:].isspace() and \
                 err.position >= len(text.rstrip()) - len(text.split()[-1]):
             # still typing the last word: offer its completions rather than an error
@@ -185,6 +185,15 @@ class FilterBar(Vertical):
 
     def action_cancel(self) -> None:
         self.post_message(self.Cancelled())
+
+
+def _open_completions(text: str, cands: list[str]) -> list[str]:
+    """``cands`` without those that only repeat the word already typed (quotes aside)."""
+    words = text.split()
+    if not words or text[-1:].isspace():
+        return cands
+    typed = words[-1].strip("\"'").lower()
+    return [c for c in cands if (c.split() or [""])[-1].strip("\"'").lower() != typed]
 
 
 def _last_words(text: str, cands: list[str]) -> list[str]:

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""TUI benchmark: time to first screen, to fully loaded, UI responsiveness while loading,
+filter/sort/scroll times and memory, on a large capture of real Kafka traffic.
+
+    .venv/bin/python benchmarks/bench_tui.py                       # 100k exchanges
+    .venv/bin/python benchmarks/bench_tui.py --exchanges 1000000
+    .venv/bin/python benchmarks/bench_tui.py --capture some.pcap
+
+The capture is made by benchmarks/tui_capture.py under benchmarks/data/ (not committed)
+on first use. The app runs headless (Textual's test driver, 160x50) with its real
+decoder process. Reported:
+
+* first screen: from creating the app to its first paint (wall clock);
+* first rows: until the first exchanges are on screen; loaded: until the decoder is done;
+* responsiveness while loading: delay of a 10 ms timer on the UI's event loop
+  (p50/p99/max), and the time to move the cursor one page (key to cursor moved);
+* after loading: a fast filter, a sort and rendering one page at the end of the list;
+* memory: UI process RSS (now and peak), the store's own estimate, the decoder process's
+  peak RSS, and the spill bytes on disk; CPU seconds of both processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from kwsniff.tui.app import KwsniffApp  # noqa: E402
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def child_cpu(pid: int) -> float:
+    """User+system CPU seconds of a running process (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    created = time.monotonic()
+    app = KwsniffApp(capture=capture)
+    async with app.run_test(size=size) as pilot:
+        lags: list[float] = []
+        probing = True
+
+        async def probe() -> None:
+            while probing:
+                start = time.monotonic()
+                await asyncio.sleep(0.01)
+                lags.append(time.monotonic() - start - 0.01)
+
+        task = asyncio.create_task(probe())
+        while app.first_screen_seconds is None:
+            await asyncio.sleep(0.005)
+        out["first_screen_s"] = time.monotonic() - created
+        table = app.exchanges
+        while table.count == 0 and not app.loader.done:
+            await asyncio.sleep(0.01)
+        out["first_rows_s"] = time.monotonic() - created
+        keys: list[float] = []
+        child = None
+        child_cpu_s = 0.0
+        while not app.loader.done:
+            await asyncio.sleep(0.5)
+            proc = app.loader._process
+            if proc is not None:
+                child = proc.pid
+                child_cpu_s = max(child_cpu_s, child_cpu(child))
+            table.focus()
+            before = table.cursor
+            start = time.monotonic()
+            table.action_page_down()
+            while table.cursor == before and time.monotonic() - start < 5 \
+                    and table.count > before + 1:
+                await asyncio.sleep(0.001)
+            keys.append(time.monotonic() - start)
+        out["loaded_s"] = time.monotonic() - created
+        probing = False
+        await task
+        lags.sort()
+        if lags:
+            out["loop_lag_ms"] = {"p50": round(lags[len(lags) // 2] * 1000, 1),
+                                  "p99": round(lags[int(len(lags) * 0.99)] * 1000, 1),
+                                  "max": round(lags[-1] * 1000, 1), "samples": len(lags)}
+        if keys:
+            keys.sort()
+            out["page_down_ms"] = {"p50": round(keys[len(keys) // 2] * 1000, 1),
+                                   "max": round(keys[-1] * 1000, 1)}
+        out["exchanges"] = app.store.count
+        out["counters"] = app.loader.counters
+        out["error"] = app.loader.error
+        out["ui_rss_mib"] = round(rss_mib(), 1)
+        out["store_memory"] = app.store.memory()
+        out["decoder_cpu_s"] = round(child_cpu_s, 1)
+
+        # after loading: render the last page, filter, sort
+        await pilot.pause(0.5)
+        table.action_last()
+        start = time.perf_counter()
+        for y in range(table.size.height):
+            table.render_line(y)
+        out["render_page_ms"] = round((time.perf_counter() - start) * 1000, 2)
+        for name, action in (("filter_api_produce_s", lambda: app._apply_filter("api == Produce")),
+                             ("filter_slow_member_s", lambda: app._apply_filter("member")),
+                             ("sort_latency_s", lambda: (app._apply_filter(""),
+                                                         app._apply_sort("latency", False)))):
+            start = time.monotonic()
+            action()
+            while app.builder is not None and not app.builder.complete:
+                await asyncio.sleep(0.01)
+            out[name] = round(time.monotonic() - start, 2)
+            out[name.replace("_s", "_rows")] = app.builder.rows.__len__() if app.builder else None
+    out["ui_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out["decoder_peak_rss_mib"] = round(children.ru_maxrss / 1024, 1)
+    out["decoder_cpu_total_s"] = round(children.ru_utime + children.ru_stime, 1)
+    out["ui_cpu_s"] = round(time.process_time(), 1)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--exchanges", type=int, default=100_000)
+    ap.add_argument("--capture", help="an existing capture instead of the generated one")
+    ap.add_argument("--size", default="160x50", help="terminal size, WxH")
+    args = ap.parse_args()
+    capture = args.capture
+    if capture is None:
+        from tui_capture import DATA, generate
+        path = DATA / f"tui-{args.exchanges}.pcap"
+        if not path.exists():
+            print(f"generating {path} ...", file=sys.stderr)
+            generate(path, args.exchanges)
+        capture = str(path)
+    w, h = (int(v) for v in args.size.split("x"))
+    size_mib = os.path.getsize(capture) / 2**20
+    print(f"capture: {capture} ({size_mib:.0f} MiB)")
+    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    result = asyncio.run(run(capture, (w, h)))
+    for key, value in result.items():
+        print(f"{key}: {value}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
