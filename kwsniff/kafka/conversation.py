@@ -524,8 +524,7 @@ class Conversation:
         s = self.summary
         api_key, ver, corr = msg.api_key, msg.api_version, msg.correlation_id
         if api_key is None or corr is None:
-            self._emit(key, self._exchange(UNANSWERED, msg, None, problems=[
-                "too short to be a request; cannot be paired"]))
+            self._unidentified(f, d, "request")
             return
         s.note_request(api_key, ver)
         cid = msg.client_id
@@ -592,6 +591,18 @@ class Conversation:
                 return True
         return False
 
+    def _unidentified(self, f: Frame, d: int, what: str) -> None:
+        """A frame too short to carry a header (cut by a capture gap, or malformed):
+        there is nothing to pair or show, so it is reported, not made an exchange."""
+        have = len(f.raw)
+        if f.missing:
+            why = (f"a {have + f.missing}-byte {what} lost to a capture gap ({have} bytes "
+                   "captured, too few for its header)")
+        else:
+            why = f"a {have}-byte frame too short for a {what} header"
+        self._problem(f"frame {f.frame_first}: {why}; not reported as an exchange")
+        self.framers[d].skipped_bytes += have + 4
+
     def _count_request(self) -> None:
         if self.orphans:
             self.requests_since_orphan += 1
@@ -622,10 +633,7 @@ class Conversation:
         if corr is not None:
             self.last_resp_corr = corr
         if corr is None:
-            msg = decoding.header_response(raw, None, None)
-            self._place(msg, f)
-            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, problems=[
-                "too short to be a response; cannot be paired"]))
+            self._unidentified(f, d, "response")
             return
         p = self.pending.pop(corr, None)
         if p is not None:

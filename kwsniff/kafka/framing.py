@@ -22,7 +22,7 @@ Contract:
   accepted start was wrong and hunting resumes just after it, so a false start never
   produces frames.  If the stream stops (hole or end) before a frame after the accepted
   one could be checked, the held frame is dropped as skipped unless the checker now
-  vouches for it.
+  vouches for it or it is plausible and exactly fills whole TCP segments.
 * Bytes that belong to no frame are reported in :attr:`Frame.skipped_before` of the next
   frame and in :attr:`Framer.skipped_bytes`; holes in the capture are counted separately
   in :attr:`Framer.gap_bytes`.
@@ -458,8 +458,14 @@ class Framer:
         held = self.held
         if len(held) >= 2:
             return self._release()
-        if held and self.check(self.buf, self.held_start, len(self.buf))[0] == STRONG:
-            return self._release()      # what is known now vouches for it
+        if held:
+            start = self.held_start
+            verdict = self.check(self.buf, start, len(self.buf))[0]
+            if verdict == STRONG:
+                return self._release()      # what is known now vouches for it
+            starts, ends = self._seg_bounds()
+            if verdict == WEAK and start in starts and start + 4 + len(held[0].raw) in ends:
+                return self._release()      # a plausible frame that fills whole segments
         self.held = []
         self.probation = 0
         n = sum(4 + len(h.raw) for h in held)
@@ -554,7 +560,11 @@ class Framer:
             if v2 == STRONG:
                 return STRONG
             if v2 == SHORT:
-                return NO if final else SHORT
+                if final:
+                    # a plausible header whose frame the end of the bytes cuts: as good
+                    # as a chain that ends exactly there
+                    return STRONG if size2 > 0 else NO
+                return SHORT
             if v2 != WEAK or size2 > self.window:
                 return NO
             if prev is not None and seq_off is not None:

@@ -8,8 +8,9 @@ For every capture with a manifest (``pcaps/<name>.json``, written by
 * every request/response pair tshark's Kafka dissector pairs is paired here too, and the
   latency equals the difference of the two frames' timestamps exactly;
 * nothing is invented: every exchange's request is one the manifest lists;
-* cutting a capture at random packets and dropping random segments never invents an
-  exchange, and every exchange whose packets all survived is still found.
+* cutting a capture at random packets, dropping random segments and cutting random
+  packets short (snap length) never invents an exchange, and every exchange whose
+  packets all survived intact is still found.
 """
 
 from __future__ import annotations
@@ -160,8 +161,11 @@ def _cut_case(path: Path, seed: int) -> list[str]:
     lo = rnd.randrange(0, n // 2)
     hi = n if rnd.random() < 0.5 else rnd.randrange(lo + 1, n + 1)
     keep = [p for i, p in enumerate(pkts[lo:hi], lo) if rnd.random() > 0.03]
-    kept_frames = {p[0] for p in keep}
-    cut = [(i, p[1], p[2], p[3], p[4]) for i, p in enumerate(keep, 1)]
+    # a few packets cut short, as by a small snap length
+    snapped = {p[0] for p in keep if len(p[3]) > 80 and rnd.random() < 0.02}
+    kept_frames = {p[0] for p in keep} - snapped
+    cut = [(i, p[1], p[2], p[3][:rnd.randrange(54, len(p[3]))] if p[0] in snapped else p[3], p[4])
+           for i, p in enumerate(keep, 1)]
     _, out = decode(path, cut)
     errors = []
     for ex in out:
