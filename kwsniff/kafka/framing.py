@@ -262,15 +262,6 @@ class Framer:
             return []
         return self._cut() if synced else self._hunt(False)
 
-    def resync(self, reason: str) -> list[Frame]:
-        """The owner judged the last frame implausible: hunt from the current position."""
-        if self.state == SYNCED:
-            self.problems.append(reason)
-            self.state = HUNTING
-            self.scan = self.pos
-            return self._hunt(False)
-        return []
-
     def buffered(self) -> memoryview:
         """The bytes held while BUFFERING (for detection); valid until the next call."""
         return memoryview(self.buf)[self.pos:]
