@@ -19,9 +19,9 @@ never by the connection's length. It yields tagged tuples:
 * ``("T", topic_id, name, frame)`` — topic id mappings learned, and where;
 * ``("P", text, connection_first_frames)`` — run-level problems (TCP layer, engine);
   ``connection N`` in the text is the N-th connection of this 4-tuple;
-* ``("S", counters)`` — per-key counters (``segments``, ``exchanges``,
-  ``kafka_connections``, ``skipped_bytes``, ``gap_bytes``, ``problems`` (run-level),
-  ``exchange_problems`` (in the exchanges' ``problems`` lists)).
+* ``("S", counters)`` — once per partition, summed over its keys: ``segments``,
+  ``exchanges``, ``kafka_connections``, ``skipped_bytes``, ``gap_bytes``, ``problems``
+  (run-level) and ``exchange_problems`` (in the exchanges' ``problems`` lists).
 
 Everything except :func:`decode_sorted`'s input is plain picklable data.
 """
@@ -64,6 +64,7 @@ class ConnectionRun:
         self.segments = 0
         self.exchanges = 0
         self.exchange_problems = 0
+        self.counters: dict[str, int] = {}      # set by finish()
 
     def feed(self, frame: int, ts: float, seg: Any) -> Iterator[tuple]:
         self.segments += 1
@@ -95,11 +96,11 @@ class ConnectionRun:
         for text in texts:
             yield ("P", text, list(self.connections))
         dropped = self.problems.dropped + s.problems_dropped
-        yield ("S", {"segments": self.segments, "exchanges": self.exchanges,
-                     "kafka_connections": s.kafka_connections,
-                     "skipped_bytes": s.skipped_bytes, "gap_bytes": s.gap_bytes,
-                     "problems": len(texts) + dropped,
-                     "exchange_problems": self.exchange_problems})
+        self.counters = {"segments": self.segments, "exchanges": self.exchanges,
+                         "kafka_connections": s.kafka_connections,
+                         "skipped_bytes": s.skipped_bytes, "gap_bytes": s.gap_bytes,
+                         "problems": len(texts) + dropped,
+                         "exchange_problems": self.exchange_problems}
 
     def _row(self, ex: Exchange) -> tuple:
         self.exchanges += 1
@@ -136,15 +137,24 @@ def decode_sorted(items: Iterable[tuple[tuple[bytes, float, int], Any]],
     """Decode one sorted shuffle partition (see the module contract)."""
     run: ConnectionRun | None = None
     current: bytes | None = None
+    totals: dict[str, int] = {}
+
+    def done(finished: ConnectionRun) -> Iterator[tuple]:
+        yield from finished.finish()
+        for name, value in finished.counters.items():
+            totals[name] = totals.get(name, 0) + value
+
     for (key, ts, frame), seg in items:
         if key == PROBLEM_KEY:
             yield ("P", seg[1], [])
             continue
         if key != current:
             if run is not None:
-                yield from run.finish()
+                yield from done(run)
             run = ConnectionRun(options, capture_of)
             current = key
         yield from run.feed(frame, ts, seg)
     if run is not None:
-        yield from run.finish()
+        yield from done(run)
+    if totals:
+        yield ("S", totals)

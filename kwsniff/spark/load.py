@@ -211,7 +211,7 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
                if (fmt if fmt != "auto" else detect_format(p)) == PARQUET]
     parts: list[DataFrame] = []
     if jsonl:
-        schema = line_schema().add(CORRUPT, T.StringType())
+        schema = T.StructType([*line_schema().fields, T.StructField(CORRUPT, T.StringType())])
         raw = (spark.read.schema(schema)
                .option("mode", "PERMISSIVE")
                .option("columnNameOfCorruptRecord", CORRUPT)

@@ -4,7 +4,7 @@ Contract: :func:`write_table` writes ``df`` as ``ROOT/parquet/<name>/`` (Spark's
 directory, overwritten) and as CSV with a header: on a local root one file
 ``ROOT/csv/<name>.csv``; on a remote root (``hdfs://``, ``s3a://`` ...) Spark's
 directory ``ROOT/csv/<name>/``. CSV cells of array and struct columns hold their JSON
-text; timestamps are ISO-8601 UTC. ``root`` may be a plain path or a ``file://`` URI.
+text; quotes are doubled (RFC 4180); timestamps are ISO-8601 UTC. ``root`` may be a plain path or a ``file://`` URI.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def write_table(df: DataFrame, root: str, name: str) -> None:
     """Write one result table (see the module contract)."""
     df.write.mode("overwrite").parquet(f"{root.rstrip('/')}/parquet/{name}")
     flat = flat_for_csv(df).coalesce(1)
-    writer = (flat.write.mode("overwrite").option("header", "true")
+    writer = (flat.write.mode("overwrite").option("header", "true").option("escape", '"')
               .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"))
     if is_remote(root):
         writer.csv(f"{root.rstrip('/')}/csv/{name}")

@@ -1,0 +1,301 @@
+"""The analysis tables, on a real local SparkSession over exports of every capture in
+pcaps/, against figures computed in plain Python over the same JSON Lines (reference.py)
+and against what the clients really did (the captures' manifests)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+
+import pytest
+import reference as ref
+from conftest import PCAPS
+
+pytestmark = pytest.mark.spark
+
+
+def close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+# ----------------------------------------------------------------------------- input
+
+def test_every_exchange_and_record_line_is_read(analysis, reference) -> None:
+    assert analysis.counts["exchanges"] == len(reference.exchanges) > 500
+    assert analysis.counts["records"] == len(reference.records) > 100
+    assert analysis.counts["rejected"] == {}
+    statuses = defaultdict(int)
+    for ex in reference.exchanges:
+        statuses[ex["status"]] += 1
+    assert analysis.counts["statuses"] == dict(statuses)
+
+
+# --------------------------------------------------------------------------- latency
+
+@pytest.mark.parametrize("table,key,columns", [
+    ("latency_by_api", "api", ("api_key", "api_name", "api_version")),
+    ("latency_by_client", "client_id", ("client_id",)),
+    ("latency_by_broker", "broker", ("broker",)),
+    ("latency_by_topic", "topic", ("topic",)),
+])
+def test_latency_percentiles(tables, reference, table, key, columns) -> None:
+    expected = ref.latency(reference, key)
+    got = {tuple(r[c] for c in columns): r for r in tables[table]}
+    assert set(got) == set(expected)
+    for k, want in expected.items():
+        row = got[k]
+        assert row["exchanges"] == want["exchanges"], k
+        for stat in ("mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"):
+            assert close(row[stat], want[stat]), (k, stat, row[stat], want[stat])
+    # ordered by volume
+    counts = [r["exchanges"] for r in tables[table]]
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_latency_percentiles_are_ordered_and_bounded(tables) -> None:
+    for row in tables["latency_by_api"]:
+        assert row["p50_ms"] <= row["p90_ms"] <= row["p99_ms"] <= row["max_ms"]
+
+
+# ---------------------------------------------------------------------------- traffic
+
+def test_throughput_per_bucket_topic_partition(tables, reference) -> None:
+    expected = ref.throughput(reference, 1.0)
+    got = {(r["bucket_epoch"], r["direction"], r["topic"], r["partition"]):
+           (r["requests"], r["records"], r["bytes"]) for r in tables["throughput"]}
+    assert got == expected
+    assert {k[1] for k in got} >= {"produce", "fetch"}
+    for r in tables["throughput"]:
+        assert r["bucket_start"].timestamp() == r["bucket_epoch"]
+
+
+def test_partition_totals_sum_the_buckets(tables) -> None:
+    sums: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in tables["throughput"]:
+        acc = sums[(r["direction"], r["topic"], r["partition"])]
+        acc[0] += r["requests"]
+        acc[1] += r["records"]
+        acc[2] += r["bytes"]
+    got = {(r["direction"], r["topic"], r["partition"]): [r["requests"], r["records"], r["bytes"]]
+           for r in tables["partition_totals"]}
+    assert got == dict(sums)
+
+
+def test_produced_records_match_the_manifests(tables) -> None:
+    """Records the producers got acknowledged are on the wire in Produce requests
+    (retried/refused batches may add more, never fewer)."""
+    produced = defaultdict(int)
+    for r in tables["partition_totals"]:
+        if r["direction"] == "produce":
+            produced[(r["topic"], r["partition"])] += r["records"]
+    checked = 0
+    for path in PCAPS.glob("*.json"):
+        manifest = json.loads(path.read_text())
+        acked = defaultdict(int)
+        for p in manifest.get("produced") or []:
+            if p.get("error") is None and p.get("partition") is not None:
+                acked[(p["topic"], p["partition"])] += 1
+        for key, n in acked.items():
+            if key in produced:
+                assert produced[key] >= n, (path.name, key)
+                checked += 1
+    assert checked > 10
+
+
+def test_requests_over_time(tables, reference) -> None:
+    expected = ref.requests_over_time(reference, 1.0)
+    got = {(r["bucket_epoch"], r["api_name"]):
+           (r["requests"], r["request_bytes"], r["response_bytes"], r["errors"])
+           for r in tables["requests_over_time"]}
+    assert got == expected
+
+
+def test_fetch_lag(tables, reference) -> None:
+    per_key: dict[tuple, list[int]] = defaultdict(list)
+    for r in ref.partition_rows(reference):
+        if r["direction"] == "fetch" and r["fetch_offset"] is not None \
+                and r["high_watermark"] is not None and r["high_watermark"] >= 0:
+            b = float(math.floor(r["t"]))
+            per_key[(b, r["client_id"], r["topic"], r["partition"])].append(
+                r["high_watermark"] - r["fetch_offset"])
+    got = {(r["bucket_epoch"], r["client_id"], r["topic"], r["partition"]):
+           (r["fetches"], r["max_lag"]) for r in tables["fetch_lag"]}
+    assert got == {k: (len(v), max(v)) for k, v in per_key.items()}
+    assert any(lag > 0 for _, lag in got.values())
+
+
+# ----------------------------------------------------------------------------- errors
+
+def test_errors_by_code_api_topic_client(tables, reference) -> None:
+    expected = ref.errors(reference)
+    got = {(r["error_code"], r["error_name"], r["api_name"], r["topic"], r["client_id"]): r
+           for r in tables["errors"]}
+    assert set(got) == set(expected)
+    for key, want in expected.items():
+        row = got[key]
+        assert row["exchanges"] == len(want["exchanges"])
+        assert row["occurrences"] == want["occurrences"]
+        assert close(row["first_ts"], want["first_ts"]) and close(row["last_ts"], want["last_ts"])
+
+
+def test_errors_by_code_rolls_up(tables) -> None:
+    detail: dict[tuple, int] = defaultdict(int)
+    for r in tables["errors"]:
+        detail[(r["error_code"], r["error_name"])] += r["occurrences"]
+    got = {(r["error_code"], r["error_name"]): r["occurrences"] for r in tables["errors_by_code"]}
+    assert got == dict(detail)
+    names = {r["error_name"] for r in tables["errors_by_code"]}
+    assert "UNSUPPORTED_VERSION" in names    # librdkafka's ApiVersions v3 probe
+
+
+def test_errors_attributed_to_topics(tables) -> None:
+    """Produce errors sit inside topic structs: they carry their topic."""
+    produce = [r for r in tables["errors"] if r["api_name"] == "Produce"]
+    assert produce and all(r["topic"] is not None for r in produce)
+
+
+# ----------------------------------------------------------------------------- groups
+
+def test_group_generations_and_rebalance_durations(tables, reference) -> None:
+    expected = ref.generations(reference)
+    got = {(r["group_id"], r["generation"]): r for r in tables["group_generations"]}
+    assert set(got) == set(expected)
+    for key, want in expected.items():
+        row = got[key]
+        assert row["members"] == len(want["members"])
+        assert close(row["join_start"], want["join_start"])
+        assert close(row["sync_end"], want["sync_end"])
+        if want["sync_end"] is not None:
+            assert close(row["rebalance_ms"], (want["sync_end"] - want["join_start"]) * 1000.0)
+
+
+def test_group_members_join_sync_and_leave(tables, reference) -> None:
+    events = tables["group_events"]
+    joins = sorted(((j["group_id"], j["member_id"], j["generation"], j["error_name"])
+                    for j in ref.joins(reference)), key=repr)
+    assert sorted(((e["group_id"], e["member_id"], e["generation"], e["error_name"])
+                   for e in events if e["event"] == "join"), key=repr) == joins
+    # the quick-start scenario: two consumers of kwsniff-orders, each joins and leaves
+    cg = [e for e in events if e["group_id"] == "kwsniff-orders"]
+    members = {e["member_id"] for e in cg if e["event"] == "join"}
+    assert len(members) == 2
+    assert {e["member_id"] for e in cg if e["event"] == "leave"} == members
+    assert all(e["assignment"] == "orders:0,1,2" for e in cg if e["event"] == "sync")
+    # Tansu asks for a member id first (KIP-394)
+    assert any(e["error_name"] == "MEMBER_ID_REQUIRED" for e in events)
+
+
+def test_rebalances_per_member(tables) -> None:
+    for r in tables["rebalances"]:
+        if r["sync_ts"] is not None:
+            assert r["sync_ts"] >= r["join_ts"]
+            assert close(r["duration_ms"], (r["sync_ts"] - r["join_ts"]) * 1000.0)
+    assert {r["group_id"] for r in tables["rebalances"]} == \
+        {r["group_id"] for r in tables["group_generations"]}
+
+
+def test_committed_offsets(tables, reference) -> None:
+    key = ("ts", "group_id", "topic", "partition", "committed_offset", "api_name", "error_name")
+    expected = sorted((tuple(c[k] for k in key) for c in ref.commits(reference)), key=repr)
+    got = sorted((tuple(r[k] for k in key) for r in tables["committed_offsets"]), key=repr)
+    assert got == expected
+
+
+def test_committed_offsets_match_the_manifests(tables) -> None:
+    latest: dict[tuple, tuple[float, int]] = {}
+    for r in tables["committed_offsets"]:
+        if r["error_name"] is None and r["status"] == "paired":
+            k = (r["group_id"], r["topic"], r["partition"])
+            if k not in latest or r["ts"] >= latest[k][0]:
+                latest[k] = (r["ts"], r["committed_offset"])
+    checked = 0
+    for path in PCAPS.glob("*.json"):
+        for group in json.loads(path.read_text()).get("groups") or []:
+            for c in group.get("committed") or []:
+                k = (group["group_id"], c["topic"], c["partition"])
+                assert latest[k][1] == c["offset"], (path.name, k)
+                checked += 1
+    assert checked >= 5
+
+
+def test_consumer_lag_at_commit(tables, reference) -> None:
+    expected = sorted(ref.consumer_lag(reference))
+    got = sorted((r["group_id"], r["topic"], r["partition"], r["ts"], r["committed_offset"],
+                  r["high_watermark"], r["lag"]) for r in tables["consumer_lag"])
+    assert got == expected
+    assert expected, "the captures hold high watermarks before commits"
+    summary = {(r["group_id"], r["topic"], r["partition"]): r
+               for r in tables["consumer_lag_summary"]}
+    for g, t, p, ts, _, _, lag in expected:
+        assert summary[(g, t, p)]["max_lag"] >= lag
+
+
+# -------------------------------------------------------------------------- producers
+
+def test_transactions_match_end_txn_and_the_manifest(tables, reference) -> None:
+    txns = tables["transactions"]
+    ended = [e for e in ref.end_txns(reference) if e["ok"]]
+    closed = [t for t in txns if t["outcome"] != "open"]
+    assert [(t["transactional_id"], t["outcome"]) for t in sorted(
+        closed, key=lambda t: t["end_ts"])] == \
+        [(e["transactional_id"], e["outcome"]) for e in ended]
+    manifest = json.loads((PCAPS / "rdkafka-idempotent-txn.json").read_text())
+    want = [(t["transactional_id"], {"commit": "committed", "abort": "aborted"}[t["outcome"]],
+             t["messages"]) for t in manifest["transactions"]]
+    got = [(t["transactional_id"], t["outcome"], t["records"])
+           for t in sorted(txns, key=lambda t: t["sequence"])
+           if t["transactional_id"] == "kwsniff-txn"]
+    assert got == want
+    for t in closed:
+        assert t["end_ts"] >= t["start_ts"]
+        assert close(t["duration_ms"], (t["end_ts"] - t["start_ts"]) * 1000.0)
+    summary = {r["transactional_id"]: r for r in tables["transactions_summary"]}
+    assert (summary["kwsniff-txn"]["committed"], summary["kwsniff-txn"]["aborted"]) == (2, 1)
+
+
+def test_producers(tables, reference) -> None:
+    producers = {r["producer_id"]: r for r in tables["producers"]}
+    inits = ref.init_producer_ids(reference)
+    produced = ref.produced_by_producer(reference)
+    assert set(inits) <= set(producers)
+    for pid, txn_id in inits.items():
+        row = producers[pid]
+        assert row["init_calls"] >= 1
+        assert row["kind"] == ("transactional" if txn_id else "idempotent")
+        if txn_id:
+            assert txn_id in row["transactional_ids"]
+    for pid, (records, requests) in produced.items():
+        assert (producers[pid]["records"], producers[pid]["produce_requests"]) == \
+            (records, requests), pid
+    txn = next(r for r in producers.values() if "kwsniff-txn" in r["transactional_ids"])
+    assert (txn["commits"], txn["aborts"]) == (2, 1)
+    assert txn["client_ids"] == ["txn-producer"]      # not the consumers that saw markers
+    assert txn["commit_markers"] > 0 and txn["abort_markers"] > 0
+    idem = [r for r in producers.values() if r["client_ids"] == ["idem-producer"]]
+    assert len(idem) == 1 and idem[0]["kind"] == "idempotent" and idem[0]["records"] > 0
+
+
+# ----------------------------------------------------------------------------- matrix
+
+def test_client_broker_topic_matrix(tables, reference) -> None:
+    expected = ref.matrix(reference)
+    got = {(r["client_id"], r["client_host"], r["broker"], r["topic"]): r
+           for r in tables["matrix"]}
+    assert set(got) == set(expected)
+    for key, want in expected.items():
+        row = got[key]
+        assert (row["exchanges"], row["request_bytes"], row["response_bytes"],
+                row["connections"]) == (want["exchanges"], want["request_bytes"],
+                                        want["response_bytes"], len(want["connections"])), key
+
+
+def test_client_broker_pairs_count_exchanges_once(tables, reference) -> None:
+    per_pair: dict[tuple, int] = defaultdict(int)
+    for ex in reference.exchanges:
+        per_pair[(ex["client_id"], ex["client"].rsplit(":", 1)[0], ex["broker"])] += 1
+    got = {(r["client_id"], r["client_host"], r["broker"]): r["exchanges"]
+           for r in tables["client_broker"]}
+    assert got == dict(per_pair)

@@ -1,0 +1,45 @@
+"""The jobs under ``spark-submit`` (the one shipped in the PySpark package): a separate
+JVM and driver, the master given to spark-submit, kwsniff's entry script."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def spark_submit() -> Path:
+    pyspark = pytest.importorskip("pyspark")
+    path = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    if not path.exists():
+        pytest.skip("the PySpark package has no bin/spark-submit")
+    return path
+
+
+def test_analyze_under_spark_submit(export_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    cmd = [str(spark_submit()), "--master", "local[2]", "--driver-memory", "1g",
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+           str(ROOT / "kwsniff" / "spark" / "submit.py"), "analyze",
+           str(export_dir / "rdkafka-idempotent-txn.jsonl"), "--out", str(out),
+           "--charts", "png", "--top", "3"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("Input\n=====")
+    assert "Transactions" in proc.stdout
+    with open(out / "csv" / "transactions_summary.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["transactional_id"], r["committed"], r["aborted"]) for r in rows] == \
+        [("kwsniff-txn", "2", "1")]
+    assert (out / "charts" / "latency_by_api.png").exists()
