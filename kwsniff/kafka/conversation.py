@@ -23,18 +23,39 @@ Contract:
   that do not parse as Kafka requests are raw SASL tokens; they pair in order with the
   broker's raw tokens as exchanges of protocol ``"kafka-sasl"``.
 * Kafka 0.7: requests pair in order with responses (PRODUCE/MULTIPRODUCE expect none).
+
+The class is split by concern: :mod:`kwsniff.kafka.conv_state` (options, context),
+:mod:`~kwsniff.kafka.conv_resync` (frame-start checks), :mod:`~kwsniff.kafka.conv_orphans`,
+:mod:`~kwsniff.kafka.conv_inorder` (SASL v0 tokens, 0.7) and
+:mod:`~kwsniff.kafka.conv_release` (capture-order bookkeeping).
 """
 
 from __future__ import annotations
 
 import struct
 from collections import OrderedDict, deque
-from typing import Any, Iterable
+from typing import Any
 
 from kwsniff.kafka import decoding, detect, legacy07, plausible
 from kwsniff.kafka.conn_summary import ConnectionSummary
-from kwsniff.kafka.framing import NO, SHORT, STRONG, SYNCED, WEAK, Frame, Framer
-from kwsniff.kafka.inference import ApiHistory, all_pairs, infer_response
+from kwsniff.kafka.conv_inorder import InOrderPairing
+from kwsniff.kafka.conv_orphans import OrphanHandling
+from kwsniff.kafka.conv_release import ReleaseControl
+from kwsniff.kafka.conv_resync import ResyncChecks
+from kwsniff.kafka.conv_state import (  # noqa: F401 - re-exported for the engine
+    KAFKA,
+    KAFKA07,
+    OTHER,
+    PROTO_SASL,
+    TLS,
+    UNDECIDED,
+    Context,
+    Options,
+    Pending,
+    is_ip,
+)
+from kwsniff.kafka.framing import Frame, Framer
+from kwsniff.kafka.inference import ApiHistory
 from kwsniff.kafka.model import (
     NO_RESPONSE_EXPECTED,
     ORPHAN_RESPONSE,
@@ -45,96 +66,12 @@ from kwsniff.kafka.model import (
     Exchange,
     KafkaMessage,
 )
-from kwsniff.kafka.ordering import Reorderer
-from kwsniff.kafka.topic_ids import TopicIds
 
-UNDECIDED = "undecided"
-KAFKA = detect.KAFKA
-KAFKA07 = detect.KAFKA07
-TLS = detect.TLS
-OTHER = detect.OTHER
-
-PROTO_SASL = "kafka-sasl"
-#: seconds of capture time an undecided connection on a non-Kafka port may hold back
-#: the release of other connections' exchanges
-UNDECIDED_HOLD = 2.0
 PRODUCE, METADATA, SASL_HANDSHAKE, API_VERSIONS = 0, 3, 17, 18
 _I32 = struct.Struct(">i")
 
 
-class Options:
-    """Knobs of the conversation layer (the engine builds it from its options)."""
-
-    __slots__ = ("ports", "auto_detect", "max_frame", "window", "detect_budget", "timeout",
-                 "overtake_limit", "orphan_delay", "orphan_requests", "bodies", "recent_limit",
-                 "show_secrets", "acks0_grace")
-
-    def __init__(self, ports: Iterable[int] = (9092,), auto_detect: bool = True,
-                 max_frame: int = 100 << 20, window: int = 4 << 20, detect_budget: int = 64 << 10,
-                 timeout: float = 300.0, overtake_limit: int = 8, orphan_delay: float = 10.0,
-                 orphan_requests: int = 32, bodies: bool = True, recent_limit: int = 256,
-                 show_secrets: bool = False, acks0_grace: float = 1.0) -> None:
-        self.ports = frozenset(ports)
-        self.auto_detect = auto_detect
-        self.max_frame = max_frame
-        self.window = window
-        self.detect_budget = detect_budget
-        self.timeout = timeout
-        self.overtake_limit = overtake_limit
-        self.orphan_delay = orphan_delay
-        self.orphan_requests = orphan_requests
-        self.bodies = bodies
-        self.recent_limit = recent_limit
-        self.show_secrets = show_secrets
-        self.acks0_grace = acks0_grace
-
-
-class Context:
-    """State shared by all conversations of one run."""
-
-    __slots__ = ("options", "reorder", "topic_ids", "histories", "learned", "stats", "now",
-                 "annotate_ctx")
-
-    def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000) -> None:
-        self.options = options
-        self.reorder = Reorderer(reorder_limit)
-        self.topic_ids = TopicIds()
-        self.histories: OrderedDict[Any, ApiHistory] = OrderedDict()
-        self.learned: set[tuple[str, int]] = set()       # broker endpoints seen in Metadata
-        self.stats = stats                                # engine's RunSummary (duck-typed)
-        self.now = 0.0
-        self.annotate_ctx = decoding.new_annotate_context(options.show_secrets)
-
-    def learn(self, endpoint: tuple[str, int]) -> None:
-        """Remember a broker endpoint (bounded: a port scan must not grow memory)."""
-        if len(self.learned) < 10_000:
-            self.learned.add(endpoint)
-
-    def history(self, key: Any) -> ApiHistory:
-        h = self.histories.get(key)
-        if h is None:
-            h = self.histories[key] = ApiHistory()
-            if len(self.histories) > 10_000:
-                self.histories.popitem(last=False)
-        return h
-
-
-class Pending:
-    """A request waiting for its response (or an orphan waiting for inference)."""
-
-    __slots__ = ("key", "msg", "corr", "done", "overtaken", "conv", "kind")
-
-    def __init__(self, key: tuple, msg: KafkaMessage, conv: Conversation, kind: str) -> None:
-        self.key = key
-        self.msg = msg
-        self.corr = msg.correlation_id
-        self.done = False
-        self.overtaken = 0
-        self.conv = conv
-        self.kind = kind            # "kafka", "sasl", "0.7", "orphan"
-
-
-class Conversation:
+class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl):
     """See the module docstring."""
 
     def __init__(self, conn: Any, ctx: Context) -> None:
@@ -353,68 +290,6 @@ class Conversation:
         return [s[0] - base for s in fr.segs if s[0] >= base]
 
     # -------------------------------------------------------------- checkers
-    def _check0(self, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
-        return self._check(0, buf, pos, end)
-
-    def _check1(self, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
-        return self._check(1, buf, pos, end)
-
-    def _check(self, d: int, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
-        """Hunting verdict for a frame start at ``pos`` in direction ``d``."""
-        max_frame = self.ctx.options.max_frame
-        if self.state == KAFKA07:
-            if d == self.client_dir:
-                if end - pos < 6:
-                    return SHORT, 0
-                size = _I32.unpack_from(buf, pos)[0]
-                if size < 8 or size > max_frame:
-                    return NO, 0
-                if pos + 4 + size > end:
-                    return (SHORT, 0) if buf[pos + 4] == 0 and buf[pos + 5] <= 4 else (NO, 0)
-                got = legacy07.plausible_request_at(buf, pos, end, max_frame)
-                return (STRONG, got) if got is not None else (NO, 0)
-            got = legacy07.plausible_response_at(buf, pos, end, max_frame)
-            return (WEAK, got) if got is not None else ((SHORT, 0) if end - pos < 6 else (NO, 0))
-        if d == self.client_dir:
-            h = plausible.request_header_at(buf, pos, end, max_frame)
-            if h is None:
-                if end - pos < plausible.request_prefix_needed(buf, pos, end):
-                    return SHORT, 0
-                return NO, 0
-            size = h[0]
-            if not _after(h[3], self.last_req_corr):
-                return NO, 0
-            if pos + 4 + size > end:
-                return (SHORT, size) if size <= self.ctx.options.window else (WEAK, size)
-            if decoding.decodes_exactly(decoding.decode_request(bytes(buf[pos + 4:pos + 4 + size]))):
-                return STRONG, size
-            return WEAK, size
-        h2 = plausible.response_size_at(buf, pos, end, max_frame)
-        if h2 is None:
-            return (SHORT, 0) if end - pos < 8 else (NO, 0)
-        size, corr = h2
-        waiting = self.pending.get(corr)
-        if waiting is not None:
-            # small ids are common in binary data: the frame must also decode (all but a
-            # few bytes) as the answer to that request
-            if pos + 4 + size <= end:
-                req = waiting.msg
-                if req.api_key is not None and req.api_version is not None and \
-                        decoding.decodes_nearly(decoding.try_response(
-                            bytes(buf[pos + 4:pos + 4 + size]), req.api_key, req.api_version)):
-                    return STRONG, size
-                return WEAK, size
-            if size <= self.ctx.options.window:
-                return SHORT, size
-            return WEAK, size
-        # responses come in request order and correlation ids grow on a connection
-        if not _after(corr, self.last_resp_corr):
-            return NO, 0
-        hi = self.corr_hi
-        if hi is not None and corr > hi + CORR_SPREAD:
-            return NO, 0
-        return WEAK, size
-
     # ------------------------------------------------------------ dispatching
     def _merged(self, a: list[Frame], b: list[Frame]) -> None:
         """Process frames of both directions in capture order of their last byte."""
@@ -569,28 +444,6 @@ class Conversation:
         self.pending[corr] = p
         self._count_request()
 
-    def _claim_orphan(self, corr: int, req: KafkaMessage, key: tuple) -> bool:
-        """A request framed late (after resynchronisation) whose response was already
-        seen and is still held as an orphan: pair them."""
-        for o in self.orphans:
-            if o.corr == corr and not o.done and o.msg.ts_last >= req.ts_last:
-                self.orphans.remove(o)
-                o.done = True
-                stub = o.msg
-                f = Frame(stub.raw, stub.stream_offset, stub.frame_first, stub.frame_last,
-                          stub.ts_first, stub.ts_last, stub.missing, 0)
-                msg = self._decode_response(stub.raw, req.api_key, req.api_version, f)
-                f.missing = 0
-                self._place(msg, f)      # stub.problems already describe gaps and skips
-                msg.missing = stub.missing
-                msg.problems.extend(stub.problems)
-                self._after_response(msg, req)
-                self._emit(key, self._exchange(PAIRED, req, msg))
-                if not self.orphans:
-                    self.requests_since_orphan = 0
-                return True
-        return False
-
     def _unidentified(self, f: Frame, d: int, what: str) -> None:
         """A frame too short to carry a header (cut by a capture gap, or malformed):
         there is nothing to pair or show, so it is reported, not made an exchange."""
@@ -701,7 +554,7 @@ class Conversation:
                 for b in brokers:
                     if isinstance(b, dict):
                         host, port = b.get("Host"), b.get("Port")
-                        if isinstance(host, str) and isinstance(port, int) and _is_ip(host):
+                        if isinstance(host, str) and isinstance(port, int) and is_ip(host):
                             ctx.learn((host, port))
         elif api_key == SASL_HANDSHAKE and msg.correlation_id in self.sasl_wait:
             mech = self.sasl_wait.pop(msg.correlation_id)
@@ -741,215 +594,9 @@ class Conversation:
         proto = PROTO_SASL if p.kind == "sasl" else (legacy07.PROTOCOL if p.kind == "0.7" else "kafka")
         self._emit(p.key, self._exchange(UNANSWERED, p.msg, None, protocol=proto, problems=[why]))
 
-    # --------------------------------------------------------------- orphans
-    def _resolve_orphans(self, all_: bool, upto: Pending | None = None) -> None:
-        while self.orphans:
-            o = self.orphans.popleft()
-            self._resolve(o)
-            if not all_ and o is upto:
-                break
-        if not self.orphans:
-            self.requests_since_orphan = 0
-
-    def _resolve(self, o: Pending) -> None:
-        if o.done:
-            return
-        o.done = True
-        stub = o.msg
-        tiers = [("connection", self.history.candidates())]
-        if self.client_key is not None:
-            tiers.append(("client", self.ctx.history(self.client_key).candidates()))
-        if self.broker_ranges is not None:
-            tiers.append(("apiversions", all_pairs(self.broker_ranges)))
-        else:
-            tiers.append(("bytes", all_pairs(None)))
-        msg = None
-        why = "bodies are not decoded" if not self.ctx.options.bodies else \
-            "part of it is missing from the capture"
-        if self.ctx.options.bodies and not stub.missing:
-            msg, why = infer_response(stub.raw, tiers)
-        problems: list[str] = []
-        if msg is None:
-            msg = decoding.header_response(stub.raw, None, None)
-            problems.append(f"orphan response (its request was not captured) left undecoded: "
-                            f"{why}")
-        for attr in ("frame_first", "frame_last", "ts_first", "ts_last", "stream_offset"):
-            setattr(msg, attr, getattr(stub, attr))
-        msg.problems.extend(stub.problems)
-        msg.missing = stub.missing
-        self._after_response(msg, None)
-        self._emit(o.key, self._exchange(ORPHAN_RESPONSE, None, msg, problems=problems))
-
-    # ------------------------------------------------------------------ SASL
-    def _sasl_token(self, f: Frame, d: int, client: bool, note: str | None = None) -> None:
-        mech = self.summary.sasl_mechanism
-        kind = REQUEST if client else RESPONSE
-        body, raw = decoding.decode_sasl_token(f.raw, mech, client, self.ctx.options.show_secrets)
-        msg = KafkaMessage(kind=kind, raw=raw, header={"SaslMechanism": mech}, body=body,
-                           body_end=len(raw))
-        for p in body.get("problems") or ():
-            msg.problems.append(f"SASL token: {p}")
-        if note:
-            msg.problems.append(note)
-        self._place(msg, f)
-        key = self._key(f, d)
-        if client:
-            self.fifo.append(Pending(key, msg, self, "sasl"))
-            return
-        if self.fifo:
-            p = self.fifo.popleft()
-            p.done = True
-            self._emit(p.key, self._exchange(PAIRED, p.msg, msg, protocol=PROTO_SASL))
-        else:
-            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, protocol=PROTO_SASL))
-
-    # ------------------------------------------------------------------- 0.7
-    def _legacy(self, client: bool, f: Frame, d: int) -> None:
-        key = self._key(f, d)
-        if client:
-            msg = legacy07.decode_request(f.raw)
-            self._place(msg, f)
-            self.summary.note_request(msg.api_key, None)
-            if legacy07.expects_response(msg.api_key):
-                self.fifo.append(Pending(key, msg, self, "0.7"))
-            else:
-                self._emit(key, self._exchange(NO_RESPONSE_EXPECTED, msg, None,
-                                               protocol=legacy07.PROTOCOL))
-            return
-        # responses come in request order; only requests complete before the response
-        # began can be answered by it
-        ready = [p for p in self.fifo if p.msg.ts_last <= f.ts_first]
-        loss = sum(fr.gap_bytes + fr.skipped_bytes for fr in self.framers)
-        uncertain = loss != self.loss_seen
-        chosen = ready[0] if ready else None
-        msg = None
-        if chosen is not None and uncertain:
-            # bytes were lost since the last pairing: requests or responses may be
-            # missing, so prefer the oldest waiting request whose layout fits exactly
-            for p in ready:
-                m = legacy07.response_fits(f.raw, p.msg)
-                if m is not None:
-                    chosen, msg = p, m
-                    break
-        if chosen is None:
-            msg = legacy07.infer_response(f.raw)
-            self._place(msg, f)
-            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, protocol=legacy07.PROTOCOL))
-            return
-        while self.fifo and self.fifo[0] is not chosen:
-            self._unanswered(self.fifo.popleft(), "no response: a later request was answered "
-                                                  "(its response was probably lost in a capture gap)")
-        self.fifo.popleft()
-        chosen.done = True
-        self.loss_seen = loss
-        if msg is None:
-            msg = legacy07.decode_response(f.raw, chosen.msg)
-        self._place(msg, f)
-        err = msg.header.get("ErrorCode")
-        if err:
-            self.summary.error_responses += 1
-            self.summary.errors[err] = self.summary.errors.get(err, 0) + 1
-        problems = ["paired by order after a capture gap: the pairing is uncertain"] \
-            if uncertain else None
-        self._emit(chosen.key, self._exchange(PAIRED, chosen.msg, msg, protocol=legacy07.PROTOCOL,
-                                              problems=problems))
-
-    # ------------------------------------------------------------- ordering
-    def open_key(self) -> tuple | None:
-        """Smallest order key this conversation may still emit an exchange with."""
-        best: tuple | None = None
-        if self.pending:
-            best = next(iter(self.pending.values())).key
-        if self.fifo:
-            k = self.fifo[0].key
-            if best is None or k < best:
-                best = k
-        if self.orphans:
-            k = self.orphans[0].key
-            if best is None or k < best:
-                best = k
-        state = self.state
-        if state == UNDECIDED and not self.kafka_port and \
-                self.ctx.now - (self.conn.first_ts or 0.0) > UNDECIDED_HOLD:
-            # content detection on another port is taking long: stop holding back the
-            # rest of the capture for it (if it turns out to be Kafka, its first
-            # exchanges may come out of capture order, flagged)
-            return best
-        if state in (UNDECIDED, KAFKA, KAFKA07) and not self.unordered_partial:
-            idx = self.conn.index
-            for d in (0, 1):
-                k2 = self.framers[d].open_key()
-                if k2 is not None:
-                    k = (k2[0], idx, d, k2[1])
-                    if best is None or k < best:
-                        best = k
-        return best
-
-    def _refresh(self) -> None:
-        if self.unordered_partial and self.framers[0].open_key() is None \
-                and self.framers[1].open_key() is None:
-            self.unordered_partial = False
-        self.ctx.reorder.set_open(self, self.open_key())
-
-    def _force(self) -> bool:
-        """Reorder buffer overflow: give up the oldest thing we are waiting for."""
-        cands = []
-        if self.pending:
-            cands.append(next(iter(self.pending.values())))
-        if self.fifo:
-            cands.append(self.fifo[0])
-        if self.orphans:
-            cands.append(self.orphans[0])
-        item = min(cands, key=lambda p: p.key) if cands else None
-        framer_key = None
-        if not self.unordered_partial:
-            for d in (0, 1):
-                k2 = self.framers[d].open_key()
-                if k2 is not None:
-                    k = (k2[0], self.conn.index, d, k2[1])
-                    framer_key = k if framer_key is None or k < framer_key else framer_key
-        if item is not None and (framer_key is None or item.key <= framer_key):
-            if item.kind == "orphan":
-                self._resolve_orphans(all_=False, upto=item)
-            else:
-                if item.kind in ("sasl", "0.7") and self.fifo and self.fifo[0] is item:
-                    self.fifo.popleft()
-                self._unanswered(item, "no response before the reorder buffer limit "
-                                       f"({self.ctx.reorder.limit} exchanges) was reached")
-            self.ctx.reorder.set_open(self, self.open_key())
-            return True
-        if framer_key is not None:
-            self.unordered_partial = True
-            self.ctx.reorder.set_open(self, self.open_key())
-            return True
-        return False
-
     def _sync_counters(self) -> None:
         s = self.summary
         s.skipped_bytes = self.framers[0].skipped_bytes + self.framers[1].skipped_bytes
         s.resyncs = self.framers[0].resyncs + self.framers[1].resyncs
         s.last_ts = self.conn.last_ts or s.last_ts
 
-
-#: how far apart consecutive correlation ids of one connection may plausibly be (clients
-#: that share one counter over many connections leave gaps)
-CORR_SPREAD = 1_000_000
-_WRAP = (1 << 31) - CORR_SPREAD
-
-
-def _after(corr: int, last: int | None) -> bool:
-    """Whether ``corr`` can follow ``last`` on one connection (ids grow; int32 wraps)."""
-    if last is None:
-        return True
-    if last < corr <= last + CORR_SPREAD:
-        return True
-    return last >= _WRAP and corr < CORR_SPREAD
-
-
-def _is_ip(host: str) -> bool:
-    import ipaddress
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False

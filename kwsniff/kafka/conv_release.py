@@ -1,0 +1,101 @@
+"""What a conversation may still emit, for the capture-order reorder buffer (a mixin
+of Conversation).
+
+Contract: ``open_key()`` is the smallest order key the conversation may still produce
+(a waiting request, token or orphan, a partial frame, bytes being hunted or detected);
+``_refresh()`` reports it to :class:`kwsniff.kafka.ordering.Reorderer`; ``_force()``
+gives up the oldest waiting item when the reorder buffer overflows.  An undecided
+connection on a non-Kafka port stops holding others back after ``UNDECIDED_HOLD``
+seconds of capture time.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from kwsniff.kafka import conv_state
+from kwsniff.kafka.conv_state import KAFKA, KAFKA07, UNDECIDED
+
+
+class ReleaseControl:
+    """Open-key bookkeeping for a conversation (see the module docstring)."""
+
+    ctx: Any
+    conn: Any
+    state: str
+    kafka_port: bool
+    pending: dict
+    fifo: deque
+    orphans: deque
+    framers: tuple
+    unordered_partial: bool
+
+    def open_key(self) -> tuple | None:
+        """Smallest order key this conversation may still emit an exchange with."""
+        best: tuple | None = None
+        if self.pending:
+            best = next(iter(self.pending.values())).key
+        if self.fifo:
+            k = self.fifo[0].key
+            if best is None or k < best:
+                best = k
+        if self.orphans:
+            k = self.orphans[0].key
+            if best is None or k < best:
+                best = k
+        state = self.state
+        if state == UNDECIDED and not self.kafka_port and \
+                self.ctx.now - (self.conn.first_ts or 0.0) > conv_state.UNDECIDED_HOLD:
+            # content detection on another port is taking long: stop holding back the
+            # rest of the capture for it (if it turns out to be Kafka, its first
+            # exchanges may come out of capture order, flagged)
+            return best
+        if state in (UNDECIDED, KAFKA, KAFKA07) and not self.unordered_partial:
+            idx = self.conn.index
+            for d in (0, 1):
+                k2 = self.framers[d].open_key()
+                if k2 is not None:
+                    k = (k2[0], idx, d, k2[1])
+                    if best is None or k < best:
+                        best = k
+        return best
+
+    def _refresh(self) -> None:
+        if self.unordered_partial and self.framers[0].open_key() is None \
+                and self.framers[1].open_key() is None:
+            self.unordered_partial = False
+        self.ctx.reorder.set_open(self, self.open_key())
+
+    def _force(self) -> bool:
+        """Reorder buffer overflow: give up the oldest thing we are waiting for."""
+        cands = []
+        if self.pending:
+            cands.append(next(iter(self.pending.values())))
+        if self.fifo:
+            cands.append(self.fifo[0])
+        if self.orphans:
+            cands.append(self.orphans[0])
+        item = min(cands, key=lambda p: p.key) if cands else None
+        framer_key = None
+        if not self.unordered_partial:
+            for d in (0, 1):
+                k2 = self.framers[d].open_key()
+                if k2 is not None:
+                    k = (k2[0], self.conn.index, d, k2[1])
+                    framer_key = k if framer_key is None or k < framer_key else framer_key
+        if item is not None and (framer_key is None or item.key <= framer_key):
+            if item.kind == "orphan":
+                self._resolve_orphans(all_=False, upto=item)
+            else:
+                if item.kind in ("sasl", "0.7") and self.fifo and self.fifo[0] is item:
+                    self.fifo.popleft()
+                self._unanswered(item, "no response before the reorder buffer limit "
+                                       f"({self.ctx.reorder.limit} exchanges) was reached")
+            self.ctx.reorder.set_open(self, self.open_key())
+            return True
+        if framer_key is not None:
+            self.unordered_partial = True
+            self.ctx.reorder.set_open(self, self.open_key())
+            return True
+        return False

@@ -1,0 +1,94 @@
+"""Resynchronisation checks: may a frame start here? (a mixin of Conversation)
+
+Contract: ``_check(d, buf, pos, end) -> (verdict, size)`` judges a candidate frame start
+in direction ``d`` for :class:`kwsniff.kafka.framing.Framer` (NO, WEAK, STRONG, SHORT):
+requests need a plausible header with a growing correlation id and are STRONG when they
+decode exactly; responses need a plausible size and a growing correlation id and are
+STRONG when the id is a waiting request's and the frame decodes (all but a few bytes) as
+its response; 0.7 requests are STRONG when they parse exactly.  Never raises.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kwsniff.kafka import decoding, legacy07, plausible
+from kwsniff.kafka.conv_state import CORR_SPREAD, KAFKA07, corr_after
+from kwsniff.kafka.framing import NO, SHORT, STRONG, WEAK
+
+_I32 = struct.Struct(">i")
+
+
+class ResyncChecks:
+    """Candidate-start judgement for the two framers of a conversation."""
+
+    state: str
+    client_dir: int | None
+    ctx: Any
+    pending: dict
+    last_req_corr: int | None
+    last_resp_corr: int | None
+    corr_hi: int | None
+
+    def _check0(self, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
+        return self._check(0, buf, pos, end)
+
+    def _check1(self, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
+        return self._check(1, buf, pos, end)
+
+    def _check(self, d: int, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
+        """Hunting verdict for a frame start at ``pos`` in direction ``d``."""
+        max_frame = self.ctx.options.max_frame
+        if self.state == KAFKA07:
+            if d == self.client_dir:
+                if end - pos < 6:
+                    return SHORT, 0
+                size = _I32.unpack_from(buf, pos)[0]
+                if size < 8 or size > max_frame:
+                    return NO, 0
+                if pos + 4 + size > end:
+                    return (SHORT, 0) if buf[pos + 4] == 0 and buf[pos + 5] <= 4 else (NO, 0)
+                got = legacy07.plausible_request_at(buf, pos, end, max_frame)
+                return (STRONG, got) if got is not None else (NO, 0)
+            got = legacy07.plausible_response_at(buf, pos, end, max_frame)
+            return (WEAK, got) if got is not None else ((SHORT, 0) if end - pos < 6 else (NO, 0))
+        if d == self.client_dir:
+            h = plausible.request_header_at(buf, pos, end, max_frame)
+            if h is None:
+                if end - pos < plausible.request_prefix_needed(buf, pos, end):
+                    return SHORT, 0
+                return NO, 0
+            size = h[0]
+            if not corr_after(h[3], self.last_req_corr):
+                return NO, 0
+            if pos + 4 + size > end:
+                return (SHORT, size) if size <= self.ctx.options.window else (WEAK, size)
+            if decoding.decodes_exactly(decoding.decode_request(bytes(buf[pos + 4:pos + 4 + size]))):
+                return STRONG, size
+            return WEAK, size
+        h2 = plausible.response_size_at(buf, pos, end, max_frame)
+        if h2 is None:
+            return (SHORT, 0) if end - pos < 8 else (NO, 0)
+        size, corr = h2
+        waiting = self.pending.get(corr)
+        if waiting is not None:
+            # small ids are common in binary data: the frame must also decode (all but a
+            # few bytes) as the answer to that request
+            if pos + 4 + size <= end:
+                req = waiting.msg
+                if req.api_key is not None and req.api_version is not None and \
+                        decoding.decodes_nearly(decoding.try_response(
+                            bytes(buf[pos + 4:pos + 4 + size]), req.api_key, req.api_version)):
+                    return STRONG, size
+                return WEAK, size
+            if size <= self.ctx.options.window:
+                return SHORT, size
+            return WEAK, size
+        # responses come in request order and correlation ids grow on a connection
+        if not corr_after(corr, self.last_resp_corr):
+            return NO, 0
+        hi = self.corr_hi
+        if hi is not None and corr > hi + CORR_SPREAD:
+            return NO, 0
+        return WEAK, size

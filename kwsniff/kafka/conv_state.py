@@ -1,0 +1,126 @@
+"""Shared state of the conversation layer: options, the run-wide context, waiting items.
+
+Contract: :class:`Options` are the knobs (built by the engine from its options);
+:class:`Context` is shared by every conversation of one run (reorder buffer, topic ids,
+API histories per client, learned broker endpoints, run counters); :class:`Pending` is a
+request waiting for its response (or an orphan waiting for inference).  Nothing here
+does I/O.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import OrderedDict
+from typing import Any, Iterable
+
+from kwsniff.kafka import decoding, detect
+from kwsniff.kafka.inference import ApiHistory
+from kwsniff.kafka.model import KafkaMessage
+from kwsniff.kafka.ordering import Reorderer
+from kwsniff.kafka.topic_ids import TopicIds
+
+UNDECIDED = "undecided"
+KAFKA = detect.KAFKA
+KAFKA07 = detect.KAFKA07
+TLS = detect.TLS
+OTHER = detect.OTHER
+
+PROTO_SASL = "kafka-sasl"
+#: seconds of capture time an undecided connection on a non-Kafka port may hold back
+#: the release of other connections' exchanges
+UNDECIDED_HOLD = 2.0
+
+
+class Options:
+    """Knobs of the conversation layer (the engine builds it from its options)."""
+
+    __slots__ = ("ports", "auto_detect", "max_frame", "window", "detect_budget", "timeout",
+                 "overtake_limit", "orphan_delay", "orphan_requests", "bodies", "recent_limit",
+                 "show_secrets", "acks0_grace")
+
+    def __init__(self, ports: Iterable[int] = (9092,), auto_detect: bool = True,
+                 max_frame: int = 100 << 20, window: int = 4 << 20, detect_budget: int = 64 << 10,
+                 timeout: float = 300.0, overtake_limit: int = 8, orphan_delay: float = 10.0,
+                 orphan_requests: int = 32, bodies: bool = True, recent_limit: int = 256,
+                 show_secrets: bool = False, acks0_grace: float = 1.0) -> None:
+        self.ports = frozenset(ports)
+        self.auto_detect = auto_detect
+        self.max_frame = max_frame
+        self.window = window
+        self.detect_budget = detect_budget
+        self.timeout = timeout
+        self.overtake_limit = overtake_limit
+        self.orphan_delay = orphan_delay
+        self.orphan_requests = orphan_requests
+        self.bodies = bodies
+        self.recent_limit = recent_limit
+        self.show_secrets = show_secrets
+        self.acks0_grace = acks0_grace
+
+
+class Context:
+    """State shared by all conversations of one run."""
+
+    __slots__ = ("options", "reorder", "topic_ids", "histories", "learned", "stats", "now",
+                 "annotate_ctx")
+
+    def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000) -> None:
+        self.options = options
+        self.reorder = Reorderer(reorder_limit)
+        self.topic_ids = TopicIds()
+        self.histories: OrderedDict[Any, ApiHistory] = OrderedDict()
+        self.learned: set[tuple[str, int]] = set()       # broker endpoints seen in Metadata
+        self.stats = stats                                # engine's RunSummary (duck-typed)
+        self.now = 0.0
+        self.annotate_ctx = decoding.new_annotate_context(options.show_secrets)
+
+    def learn(self, endpoint: tuple[str, int]) -> None:
+        """Remember a broker endpoint (bounded: a port scan must not grow memory)."""
+        if len(self.learned) < 10_000:
+            self.learned.add(endpoint)
+
+    def history(self, key: Any) -> ApiHistory:
+        h = self.histories.get(key)
+        if h is None:
+            h = self.histories[key] = ApiHistory()
+            if len(self.histories) > 10_000:
+                self.histories.popitem(last=False)
+        return h
+
+
+class Pending:
+    """A request waiting for its response (or an orphan waiting for inference)."""
+
+    __slots__ = ("key", "msg", "corr", "done", "overtaken", "conv", "kind")
+
+    def __init__(self, key: tuple, msg: KafkaMessage, conv: Any, kind: str) -> None:
+        self.key = key
+        self.msg = msg
+        self.corr = msg.correlation_id
+        self.done = False
+        self.overtaken = 0
+        self.conv = conv
+        self.kind = kind            # "kafka", "sasl", "0.7", "orphan"
+
+
+#: how far apart consecutive correlation ids of one connection may plausibly be (clients
+#: that share one counter over many connections leave gaps)
+CORR_SPREAD = 1_000_000
+_WRAP = (1 << 31) - CORR_SPREAD
+
+
+def corr_after(corr: int, last: int | None) -> bool:
+    """Whether ``corr`` can follow ``last`` on one connection (ids grow; int32 wraps)."""
+    if last is None:
+        return True
+    if last < corr <= last + CORR_SPREAD:
+        return True
+    return last >= _WRAP and corr < CORR_SPREAD
+
+
+def is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
