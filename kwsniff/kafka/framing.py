@@ -34,6 +34,7 @@ Contract:
 
 from __future__ import annotations
 
+import re
 import struct
 from collections import deque
 from typing import Callable
@@ -62,6 +63,25 @@ PROBATION = 3
 SEQ_SPREAD = 1_000_000
 
 Checker = Callable[[bytearray, int, int], "tuple[int, int]"]
+
+_NONZERO = re.compile(rb"[^\x00]")
+_ZERO4 = b"\x00\x00\x00\x00"
+
+
+def _candidate(buf: bytearray, p: int, lim: int) -> int:
+    """Next index >= ``p`` (below ``lim``) where a frame may start, or -1: the size's top
+    byte is 0 (frames under 16 MiB) and the size is not 0 (runs of zero bytes are
+    skipped in one step)."""
+    while True:
+        p = buf.find(b"\x00", p, lim)
+        if p < 0:
+            return -1
+        if not buf.startswith(_ZERO4, p):
+            return p
+        m = _NONZERO.search(buf, p, lim)
+        if m is None:
+            return -1
+        p = max(p + 1, m.start() - 3)
 
 
 class Frame:
@@ -577,15 +597,12 @@ class Framer:
         look = self._look
         q = look[1] if look is not None and look[0] == p else p + 1
         buf = self.buf
-        find = buf.find
         check = self.check
         resume = -1
         while q < lim:
-            if buf[q] != 0:
-                q = find(b"\x00", q, lim)
-                if q < 0:
-                    break
-                continue
+            q = _candidate(buf, q, lim)
+            if q < 0:
+                break
             v = check(buf, q, end)[0]
             if v == STRONG:
                 self._look = None
@@ -602,16 +619,13 @@ class Framer:
         end = len(buf)
         p = max(self.scan, self.pos)
         bounds = self._seg_bounds()
-        find = buf.find
         while p < end:
             if end - p < 4:
                 break
-            if buf[p] != 0:
-                p = find(b"\x00", p)
-                if p < 0:
-                    p = end
-                    break
-                continue
+            p = _candidate(buf, p, end)
+            if p < 0:
+                p = end
+                break
             verdict = self._judge(p, end, final, bounds)
             if verdict == STRONG or verdict == CERTAIN:
                 out.extend(self._accept(p, bounds, verdict == CERTAIN))
@@ -673,14 +687,11 @@ class Framer:
         """Starts of the longest chain of plausible frames in [lo, p) ending exactly at p."""
         buf = self.buf
         check = self.check
-        find = buf.find
         q = lo
         while q < p - 3:
-            if buf[q] != 0:
-                q = find(b"\x00", q, p)
-                if q < 0:
-                    return []
-                continue
+            q = _candidate(buf, q, p)
+            if q < 0:
+                return []
             chain: list[int] = []
             r = q
             while r < p:
