@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from kwsniff.tui.store import DEFAULT_MAX_ROWS
 
     parser.add_argument("capture", metavar="CAPTURE", nargs="?",
-                        help='pcap or pcapng file (optionally compressed), "-" for stdin')
+                        help="pcap or pcapng file (optionally compressed)")
     parser.add_argument("-Y", "--display-filter", metavar="EXPR",
                         help="start with this display filter (see docs/display-filters.md)")
     live = parser.add_argument_group("live capture")

@@ -27,6 +27,7 @@ from array import array
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -46,7 +47,7 @@ from kwsniff.tui.export import export_rows
 from kwsniff.tui.loader import Loader
 from kwsniff.tui.rowfacts import make_matcher
 from kwsniff.tui.store import DEFAULT_MAX_ROWS, ExchangeStore
-from kwsniff.tui.view import SORT_COLUMNS, ViewBuilder, ViewSpec, position_of
+from kwsniff.tui.view import SORT_COLUMNS, ViewBuilder, ViewSpec, find_match, position_of
 from kwsniff.tui.widgets.connections import ConnectionTable
 from kwsniff.tui.widgets.detail import DetailTree, describe_node
 from kwsniff.tui.widgets.exchanges import ExchangeTable
@@ -119,6 +120,7 @@ class KwsniffApp(App[None]):
         self._detail_timer: Timer | None = None
         self._conn_timer: Timer | None = None
         self._last_conn_refresh = 0.0
+        self._conn_interval = CONNECTIONS_REFRESH_SECONDS
         self._conn_count = -1
         self._dropped_seen = 0
         self._time_format = "r"
@@ -239,7 +241,7 @@ class KwsniffApp(App[None]):
         if not self.paused:
             self._update_rows()
         now = time.monotonic()
-        if now - self._last_conn_refresh >= CONNECTIONS_REFRESH_SECONDS or \
+        if now - self._last_conn_refresh >= self._conn_interval or \
                 (loader.done and self._conn_count != len(store.connections)):
             self._refresh_connections()
         self._update_status()
@@ -248,7 +250,8 @@ class KwsniffApp(App[None]):
             self.loaded_seconds = loader.elapsed
             self._refresh_connections()
             if loader.error:
-                self.notify(loader.error, title="capture", severity="error", timeout=10)
+                self.notify(loader.error, title="capture", severity="error", timeout=10,
+                            markup=False)
 
     def _update_rows(self) -> None:
         table = self.exchanges
@@ -277,11 +280,14 @@ class KwsniffApp(App[None]):
                 table.keep_line(pos, max(0, min(screen_line, table.body_height - 1)))
 
     def _refresh_connections(self) -> None:
-        self._last_conn_refresh = time.monotonic()
+        started = time.monotonic()
         conns = list(self.store.connections.values())
         self._conn_count = len(conns)
         table = self.connections
         table.update_rows(conns, keep_stream=table.stream_at(table.cursor))
+        self._last_conn_refresh = done = time.monotonic()
+        # with 100k connections a refresh costs ~0.1 s: keep it under ~5 % of the time
+        self._conn_interval = max(CONNECTIONS_REFRESH_SECONDS, 20 * (done - started))
 
     def _update_status(self) -> None:
         loader = self.loader
@@ -327,7 +333,7 @@ class KwsniffApp(App[None]):
             parts.append(f"PAUSED ({total - self.paused_at} new, p resumes)")
         if store.dropped:
             parts.append(f"oldest {store.dropped} dropped (limit {store.max_rows})")
-        self._q("#status-text", Static).update(" · ".join(parts))
+        self._q("#status-text", Static).update(Text(" · ".join(parts)))
 
     # ------------------------------------------------------------------ view spec
     def _set_spec(self, spec: ViewSpec) -> None:
@@ -363,7 +369,7 @@ class KwsniffApp(App[None]):
         try:
             _flt, matcher, _fast = make_matcher(expression)
         except FilterError as err:
-            self.notify(err.message, title="filter", severity="error")
+            self.notify(err.message, title="filter", severity="error", markup=False)
             return
         self._set_spec(ViewSpec(expression, matcher, self.spec.stream, self.spec.sort,
                                 self.spec.reverse))
@@ -551,57 +557,20 @@ class KwsniffApp(App[None]):
             return False
         matches = self._matches()
         if not matches:
-            self.notify(f"no digest contains {self.search_text!r}", severity="warning")
+            self.notify(f"no digest contains {self.search_text!r}", severity="warning",
+                        markup=False)
             return False
         start = table.cursor
-        pos = self._next_match_position(matches, start, forward)
+        pos = find_match(table.rows_ref, table.count, self.store.first_row,
+                         self.spec.sorted, matches, start, forward)
         if pos is None:
             self.notify(f"no digest in this view contains {self.search_text!r}",
-                        severity="warning")
+                        severity="warning", markup=False)
             return False
         if (forward and pos <= start) or (not forward and pos >= start):
             self.notify("search wrapped around", timeout=2)
         table.cursor = pos
         return True
-
-    def _next_match_position(self, matches: list[int], start: int, forward: bool) -> int | None:
-        table = self.exchanges
-        n = table.count
-        if table.rows_ref is None or not self.spec.sorted:
-            # positions ascend with row ids: bisect in the matches
-            from bisect import bisect_left, bisect_right
-            rows = table.rows_ref
-            first = self.store.first_row
-
-            def pos_of(row: int) -> int | None:
-                if rows is None:
-                    p = row - first
-                    return p if 0 <= p < n else None
-                return position_of(rows, row, ascending=True)
-
-            current = table.row_at(start)
-            if current is None:
-                return None
-            order = matches if forward else list(reversed(matches))
-            if forward:
-                i = bisect_right(matches, current)
-                candidates = matches[i:] + matches[:i]
-            else:
-                i = bisect_left(matches, current)
-                candidates = list(reversed(matches[:i])) + list(reversed(matches[i:]))
-            del order
-            for row in candidates:
-                p = pos_of(row)
-                if p is not None and p != start:
-                    return p
-            return None
-        wanted = set(matches)
-        rng = list(range(start + 1, n)) + list(range(0, start)) if forward else \
-            list(range(start - 1, -1, -1)) + list(range(n - 1, start, -1))
-        for p in rng:
-            if table.row_at(p) in wanted:
-                return p
-        return None
 
     # ------------------------------------------------------------------ actions
     def action_focus_filter(self) -> None:
@@ -724,20 +693,17 @@ class KwsniffApp(App[None]):
     @work(thread=True, exclusive=True, group="export")
     def _export(self, rows: Any, path: str) -> None:
         capture = self.capture if self.capture is not None else f"live:{self.live_name}"
-        counters = self.loader.counters
-        if counters is None and self.loader.engine is not None:
-            from kwsniff.output.pipeline import run_counters
-            counters = run_counters(self.loader.engine.summary, [],
-                                    self.loader.exchange_problems)
+        counters = self.loader.counters      # so far, while loading or capturing
         try:
             result = export_rows(self.store, rows, path, capture, counters)
         except UserError as err:
-            self.call_from_thread(self.notify, str(err), title="export", severity="error")
+            self.call_from_thread(self.notify, str(err), title="export", severity="error",
+                                  markup=False)
             return
         text = f"{result.exchanges} exchanges written to {result.path}"
         if result.missing:
             text += f" ({result.missing} no longer stored)"
-        self.call_from_thread(self.notify, text, title="export", timeout=6)
+        self.call_from_thread(self.notify, text, title="export", timeout=6, markup=False)
 
     def status_text(self) -> str:
         """The status line as plain text."""

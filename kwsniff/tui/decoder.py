@@ -15,6 +15,7 @@ Contract:
   * ``("names", [(topic_id, name), ...])`` — topic ids learned (for slow filters);
   * ``("stats", report)`` — :meth:`~kwsniff.output.stats.StatsCollector.report` so far
     (every :data:`STATS_SECONDS` and at the end);
+  * ``("counters", counters)`` — the run counters so far (with each report);
   * ``("capture", packets, dropped, if_dropped)`` — live capture counters;
   * ``("done", counters, error | None, capture_problems, connections)`` — last message:
     the run counters, and per Kafka connection
@@ -125,6 +126,12 @@ class _Run:
         if force or now >= self._next_stats:
             self._next_stats = now + STATS_SECONDS
             self.send(("stats", self.stats.report()))
+            self.send(("counters", self.counters()))
+
+    def counters(self) -> dict[str, int] | None:
+        if self.engine is None:
+            return None
+        return run_counters(self.engine.summary, self.capture_problems, self.exchange_problems)
 
     def consume(self, exchanges: Iterable[Any]) -> None:
         names = self.names
@@ -229,11 +236,8 @@ class _Run:
         except OSError as err:
             self.error = self.error or f"cannot write the spill file: {err}"
         self.builder.close()
-        counters = None
-        if self.engine is not None:
-            counters = run_counters(self.engine.summary, self.capture_problems,
-                                    self.exchange_problems)
-        self.send(("done", counters, self.error, self.capture_problems, self.connections()))
+        self.send(("done", self.counters(), self.error, self.capture_problems,
+                   self.connections()))
 
 
 def decode(job: Job, send: Send, stopped: Callable[[], bool]) -> None:

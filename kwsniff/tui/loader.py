@@ -189,6 +189,9 @@ class Loader:
                 store.names.learn(topic_id, name)
         elif kind == "stats":
             self.report = message[1]
+        elif kind == "counters":
+            if message[1] is not None:
+                self.counters = message[1]
         elif kind == "capture":
             _, self.packets, self.dropped, self.if_dropped = message
             self.capturing = True

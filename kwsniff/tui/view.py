@@ -14,16 +14,17 @@ Contract:
   sorted copy; the array it points to only grows), ``scanned`` and ``complete``.
 * Sorting is stable: equal keys keep capture order (``reverse`` keeps it too).
 * :func:`position_of` finds a row's position in a rows array (for keeping the selected
-  exchange selected when the view changes).
+  exchange selected when the view changes); :func:`find_match` the next search match.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -128,6 +129,46 @@ def sort_key_function(store: ExchangeStore, column: str) -> tuple[Callable[[int]
     if column == "digest":
         return store.digest_text, False
     raise ValueError(f"unknown sort column {column!r}")
+
+
+def find_match(rows: Any, count: int, first_row: int, is_sorted: bool, matches: list[int],
+               start: int, forward: bool) -> int | None:
+    """The next (``forward``) or previous position after ``start`` whose row is in
+    ``matches`` (ascending row ids), wrapping around; None when no row of the view
+    matches. ``rows`` is the view's rows array (None: identity view of ``count`` rows
+    from ``first_row``)."""
+    if not count or not matches:
+        return None
+    if rows is None or not is_sorted:
+        # positions ascend with row ids: walk the matches from the current row
+        current = first_row + start if rows is None else rows[start]
+        if forward:
+            i = bisect_right(matches, current)
+            order = itertools.chain(matches[i:], matches[:i])
+        else:
+            i = bisect_left(matches, current)
+            order = itertools.chain(reversed(matches[:i]), reversed(matches[i:]))
+        for row in order:
+            if rows is None:
+                p: int | None = row - first_row
+                if not 0 <= p < count:   # type: ignore[operator]
+                    continue
+            else:
+                p = position_of(rows, row, ascending=True)
+                if p is None or p >= count:
+                    continue
+            if p != start:
+                return p
+        return None
+    wanted = set(matches)
+    if forward:
+        positions = itertools.chain(range(start + 1, count), range(0, start))
+    else:
+        positions = itertools.chain(range(start - 1, -1, -1), range(count - 1, start, -1))
+    for p in positions:
+        if rows[p] in wanted:
+            return p
+    return None
 
 
 def position_of(rows: Any, row: int, ascending: bool) -> int | None:

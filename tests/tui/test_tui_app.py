@@ -195,6 +195,12 @@ def test_filter_validation_completion_and_apply() -> None:
         await wait_view(pilot, app)
         want = [ex.index for ex, _ in Selection(compile_filter("member"))(ex for ex, _ in ref)]
         assert app.exchanges.count == len(want)
+        # brackets in a filter are text, not markup, everywhere they are shown
+        await pilot.press("f")
+        bar.input.value = 'topic matches "^[a-z]+$"'
+        await pilot.press("enter")
+        await wait_view(pilot, app)
+        assert 'filter: topic matches "^[a-z]+$"' in app.status_text()
 
     run_app(app, body)
 
@@ -358,6 +364,7 @@ def test_bad_capture_is_reported(tmp_path: Path) -> None:
 
     async def body(pilot: Pilot[Any]) -> None:
         await wait_loaded(pilot, app)
+        assert app.loader.error is None, app.loader.error
         assert app.loader.capture_problems
         assert "loaded" in app.status_text()
 

@@ -7,7 +7,13 @@ import threading
 
 from kwsniff.tui.loader import Loader
 from kwsniff.tui.rowfacts import make_matcher
-from kwsniff.tui.view import ViewBuilder, ViewSpec, position_of, sort_key_function
+from kwsniff.tui.view import (
+    ViewBuilder,
+    ViewSpec,
+    find_match,
+    position_of,
+    sort_key_function,
+)
 
 
 def _build(loader: Loader, spec: ViewSpec) -> list[int]:
@@ -85,3 +91,25 @@ def test_position_of() -> None:
     assert position_of([1, 4, 9], 5, ascending=True) is None
     assert position_of([9, 1, 4], 4, ascending=False) == 2
     assert position_of([9, 1, 4], 7, ascending=False) is None
+
+
+def test_find_match() -> None:
+    matches = [3, 7, 12]
+    # identity view of rows 2..14
+    assert find_match(None, 13, 2, False, matches, 0, True) == 1        # row 3
+    assert find_match(None, 13, 2, False, matches, 1, True) == 5        # row 7
+    assert find_match(None, 13, 2, False, matches, 10, True) == 1       # wraps to row 3
+    assert find_match(None, 13, 2, False, matches, 5, False) == 1
+    assert find_match(None, 13, 2, False, matches, 1, False) == 10      # wraps to row 12
+    # filtered (ascending) view
+    rows = [1, 3, 5, 12, 20]
+    assert find_match(rows, 5, 0, False, matches, 1, True) == 3
+    assert find_match(rows, 5, 0, False, matches, 3, True) == 1
+    assert find_match(rows, 5, 0, False, [7], 0, True) is None         # not in this view
+    # sorted view
+    rows = [12, 1, 7, 3]
+    assert find_match(rows, 4, 0, True, matches, 0, True) == 2
+    assert find_match(rows, 4, 0, True, matches, 2, True) == 3
+    assert find_match(rows, 4, 0, True, matches, 3, True) == 0
+    assert find_match(rows, 4, 0, True, matches, 0, False) == 3
+    assert find_match(rows, 4, 0, True, [], 0, True) is None

@@ -7,6 +7,7 @@ path (Enter) or None (Escape). The writing itself is
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -27,8 +28,8 @@ class ExportScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-dialog"):
-            yield Label(f"Export {self.shown} exchange{'s' if self.shown != 1 else ''} "
-                        f"({self.what}) as JSON Lines to:")
+            yield Label(Text(f"Export {self.shown} exchange{'s' if self.shown != 1 else ''} "
+                             f"({self.what}) as JSON Lines to:"))
             yield Input(self.default_path, id="export-path")
             yield Label("Enter writes the file (replacing it), Escape cancels.",
                         classes="dim")

@@ -56,7 +56,7 @@ def latency_table(stats: ViewStatistics) -> Table:
         hist = stats.histograms.get(key)
         spark = hist.spark(max(hist.counts)) if hist is not None and hist.total else ""
         name = a["api_name"] + (f" v{a['api_version']}" if a["api_version"] is not None else "")
-        table.add_row(name, str(a["count"]), str(a["errors"]) if a["errors"] else "",
+        table.add_row(Text(name), str(a["count"]), str(a["errors"]) if a["errors"] else "",
                       _ms(lat["p50"]), _ms(lat["p90"]), _ms(lat["p99"]), _ms(lat["max"]),
                       Text(spark, style="cyan"))
     if peak:
@@ -103,7 +103,8 @@ def errors_table(stats: ViewStatistics) -> Table | Text:
     table.add_column("", no_wrap=True)
     peak = max(e["count"] for e in errors)
     for e in errors[:15]:
-        table.add_row(e["api_name"], e["error_name"], str(e["error_code"]), str(e["count"]),
+        table.add_row(Text(e["api_name"]), Text(e["error_name"]), str(e["error_code"]),
+                      str(e["count"]),
                       Text(bar(e["count"], peak, BAR_WIDTH), style="red"))
     return table
 
@@ -123,7 +124,7 @@ def topics_table(stats: ViewStatistics) -> Table | Text:
     for t in topics:
         recs = by_records.get(t["topic"])
         records = (recs["produced_records"] + recs["fetched_records"]) if recs else None
-        table.add_row(t["topic"], human_bytes(t["produced_bytes"]),
+        table.add_row(Text(t["topic"]), human_bytes(t["produced_bytes"]),
                       human_bytes(t["fetched_bytes"]),
                       "" if records is None else str(records),
                       Text(bar(t["produced_bytes"] + t["fetched_bytes"], peak, BAR_WIDTH),
@@ -143,7 +144,8 @@ def clients_table(stats: ViewStatistics) -> Table | Text:
     table.add_column("", no_wrap=True)
     peak = max(c["exchanges"] for c in clients)
     for c in clients:
-        table.add_row(c["client_id"] if c["client_id"] is not None else "-", c["address"],
+        table.add_row(Text(c["client_id"] if c["client_id"] is not None else "-"),
+                      Text(c["address"]),
                       str(c["exchanges"]), str(c["errors"]) if c["errors"] else "",
                       human_bytes(c["bytes"]),
                       Text(bar(c["exchanges"], peak, BAR_WIDTH), style="magenta"))
@@ -210,8 +212,8 @@ class StatsScreen(Screen[None]):
         def progress(done: int, total: int) -> None:
             self.app.call_from_thread(
                 self.query_one("#stats-summary", Static).update,
-                f"computing statistics of {total} exchanges ({what}): "
-                f"{100 * done // max(total, 1)}%")
+                Text(f"computing statistics of {total} exchanges ({what}): "
+                     f"{100 * done // max(total, 1)}%"))
 
         stats = compute(self.source.store, rows, bins=bins, report=report,
                         partial=partial, progress=progress,

@@ -10,6 +10,7 @@ coloured.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from kwsniff.output.digest import human_bytes
@@ -58,11 +59,20 @@ class ConnectionTable(VirtualTable):
                     ) -> None:
         """Show ``rows`` (sorted here); the cursor stays on ``keep_stream`` if given (else
         on its position: the first line stays the first line)."""
-        key = _SORT.get(self.sort_key or "stream", _SORT["stream"])
-        rows = sorted(rows, key=lambda c: (key(c), c.stream), reverse=self.sort_reverse)
+        rows = sorted(rows, key=attrgetter("stream"))
+        if self.sort_key not in (None, "stream"):
+            # stable: equal keys stay in stream order (also when reversed)
+            rows.sort(key=_SORT[self.sort_key], reverse=self.sort_reverse)
+        elif self.sort_reverse:
+            rows.reverse()
         self.rows = rows
-        self.totals = (sum(c.exchanges for c in rows), sum(c.bytes for c in rows),
-                       sum(c.errors for c in rows), sum(c.unpaired for c in rows))
+        ex = size = errors = unpaired = 0
+        for c in rows:
+            ex += c.exchanges
+            size += c.bytes
+            errors += c.errors
+            unpaired += c.unpaired
+        self.totals = (ex, size, errors, unpaired)
         self.rows_changed()
         if keep_stream is not None:
             for i, c in enumerate(rows):
