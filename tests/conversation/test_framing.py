@@ -169,3 +169,13 @@ def test_random_streams_never_raise() -> None:
             fr.data(off, data, i, float(i))
             off += len(data)
         fr.finish()
+
+
+def test_candidate_skips_zero_runs() -> None:
+    from kwsniff.kafka.framing import _candidate
+
+    buf = bytearray(b"\x05" + bytes(1000) + b"\x00\x00\x10\x07" + bytes(3))
+    assert _candidate(buf, 0, len(buf)) == 1000         # 00 00 00 10: size 16
+    assert _candidate(buf, 1001, len(buf)) == 1001      # 00 00 10 07
+    assert _candidate(bytearray(bytes(50)), 0, 50) == -1
+    assert _candidate(bytearray(b"\x01\x02"), 0, 2) == -1

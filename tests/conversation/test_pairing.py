@@ -272,3 +272,32 @@ def test_raw_sasl_tokens_without_handshake_kafka_09_gssapi() -> None:
     assert [(e.protocol, e.status) for e in out] == [("kafka-sasl", PAIRED), ("kafka", PAIRED)]
     assert out[0].request.body["data"]["mechanism"] == "GSSAPI"
     assert "not captured" in " ".join(out[0].all_problems())
+
+
+def test_topic_ids_learned_from_create_topics_and_describe_topic_partitions() -> None:
+    from kafka.protocol.admin import CreateTopicsResponse, DescribeTopicPartitionsResponse
+
+    from kwsniff.kafka import protocol
+    from kwsniff.kafka.topic_ids import TopicIds
+
+    a, b = uuid.uuid4(), uuid.uuid4()
+    CT = CreateTopicsResponse.CreatableTopicResult
+    raw = kresp(CreateTopicsResponse, 7, 1, throttle_time_ms=0, topics=[
+        CT(name="created", topic_id=a, error_code=0, error_message=None, num_partitions=1,
+           replication_factor=1, configs=[])])
+    DT = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+    raw2 = kresp(DescribeTopicPartitionsResponse, 0, 2, throttle_time_ms=0, topics=[
+        DT(error_code=0, name="described", topic_id=b, is_internal=False, partitions=[],
+           topic_authorized_operations=0)], next_cursor=None)
+    ids = TopicIds()
+    ids.learn(19, protocol.decode_response(raw[4:], 19, 7).body)
+    ids.learn(75, protocol.decode_response(raw2[4:], 75, 0).body)
+    assert ids.name_of(str(a)) == "created" and ids.name_of(str(b)) == "described"
+    body = {"Topics": [{"TopicId": str(b), "Partitions": []},
+                       {"TopicId": "00000000-0000-0000-0000-000000000000"}]}
+    ids.annotate(1, body, "request", 13)
+    assert body["Topics"][0]["_topic_name"] == "described"
+    assert "_topic_name" not in body["Topics"][1]          # the zero id means "no id"
+    old = {"Topics": [{"Topic": "t", "Partitions": []}]}
+    ids.annotate(1, old, "request", 12)                      # no ids at this version
+    assert old == {"Topics": [{"Topic": "t", "Partitions": []}]}
