@@ -31,6 +31,7 @@ from kwsniff.output.digest import human_bytes
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.fields import format_address
 from kwsniff.output.names import api_label, error_label
+from kwsniff.output.summary import printable
 
 EXACT_SAMPLES = 4096
 RELATIVE_ACCURACY = 0.01
@@ -337,6 +338,7 @@ def _ms(v: float | None) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> Iterator[str]:
+    rows = [[printable(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

@@ -14,6 +14,7 @@ Contract: :class:`SummaryFormatter.format` returns one line (no newline)::
 
 from __future__ import annotations
 
+import re
 import time as _time
 
 from kwsniff.kafka.model import Exchange
@@ -24,6 +25,19 @@ from kwsniff.output.fields import format_address
 from kwsniff.output.names import error_label
 
 TIME_FORMATS = ("r", "a", "ad", "ud", "e")
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``, ...): strings from
+    the wire (client ids, topics, problems) must not break lines or drive the terminal."""
+    if text.isprintable():
+        return text
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"
+                                               if ord(m.group()) < 256
+                                               else f"\\u{ord(m.group()):04x}"), text)
 
 
 def format_time(ts: float, mode: str, start: float) -> str:
@@ -79,7 +93,7 @@ class SummaryFormatter:
             f"{exchange.index:5d}",
             p.time(f"{when:>10}"),
             p.addr(route),
-            client_id if client_id else "-",
+            printable(client_id) if client_id else "-",
             p.api(describe_api(exchange)),
             f"#{corr}" if corr is not None else "#-",
             format_latency(exchange.latency_ms),
@@ -92,7 +106,7 @@ class SummaryFormatter:
             parts.append(p.error(names))
         text = digest(exchange, facts)
         if text:
-            parts.append(text)
+            parts.append(printable(text))
         problems = len(exchange.problems) + sum(
             len(m.problems) for m in (exchange.request, exchange.response) if m is not None)
         if problems:

@@ -47,7 +47,7 @@ from kwsniff.output.color import PLAIN, Palette
 from kwsniff.output.digest import human_bytes
 from kwsniff.output.fields import format_address
 from kwsniff.output.names import LEGACY_PROTOCOL, SASL_PROTOCOL, api_label, error_label
-from kwsniff.output.summary import format_latency
+from kwsniff.output.summary import format_latency, printable
 
 PREFIX = 4                 # bytes of the size prefix before ``raw``
 INLINE_LIST_LIMIT = 32     # primitive list items shown inline
@@ -625,13 +625,13 @@ def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = Fal
                 indent: str = "    ") -> Iterator[str]:
     """Indented text lines of a tree; ``offsets`` appends ``[start-end)`` byte ranges."""
     for depth, node in root.walk():
-        label = palette.name(node.label) if depth else palette.heading(node.label)
-        text = f"{label}: {node.value}" if node.value else label
+        plain, value = printable(node.label), printable(node.value)
+        label = palette.name(plain) if depth else palette.heading(plain)
+        text = f"{label}: {value}" if value else label
         if node.style == "error":
-            text = f"{label}: {palette.error(node.value)}" if node.value else palette.error(label)
+            text = f"{label}: {palette.error(value)}" if value else palette.error(label)
         elif node.style == "warn":
-            text = f"{palette.warn(node.label)}: {node.value}" if node.value else \
-                palette.warn(node.label)
+            text = f"{palette.warn(plain)}: {value}" if value else palette.warn(plain)
         if offsets and node.start is not None and node.length is not None:
             text += palette.dim(f"  [{node.message or ''} {node.start}-{node.start + node.length})")
         yield indent * depth + text
