@@ -185,10 +185,13 @@ def _oauth_client(data: bytes, show: bool) -> dict[str, Any]:
     spans: list[list[int]] = []
     for item in rest.split(b"\x01"):
         if item:
-            k, _, v = item.partition(b"=")
+            k, eq, v = item.partition(b"=")
             if k == b"auth":
-                scheme, _, token = v.partition(b" ")
-                tok_start = pos + len(k) + 1 + len(scheme) + 1
+                scheme, space, token = v.partition(b" ")
+                tok_start = pos + len(k) + len(eq) + len(scheme) + len(space)
+                if not space:   # no "Bearer " scheme: the whole value may be the credential
+                    scheme, token, tok_start = b"", v, pos + len(k) + len(eq)
+                    out["problems"] = ["auth value has no scheme (expected \"Bearer <token>\")"]
                 out["auth_scheme"] = scheme.decode("utf-8", "replace")
                 out["token"] = token.decode("utf-8", "replace") if show else REDACTED
                 jwt = _jwt_parts(token)
