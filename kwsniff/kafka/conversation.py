@@ -71,6 +71,10 @@ PRODUCE, METADATA, SASL_HANDSHAKE, API_VERSIONS = 0, 3, 17, 18
 _I32 = struct.Struct(">i")
 
 
+#: data chunks after which detection, still undecided, looks again only as they grow
+DECIDE_EVERY = 64
+
+
 class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl):
     """See the module docstring."""
 
@@ -112,6 +116,8 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
         self.loss_seen = 0                           # 0.7: lost bytes at the last pairing
         self.last_client_id: Any = ()                # (cheap change detection)
         self.last_pair: tuple[int, int] | None = None
+        self.undecided_chunks = 0                    # data chunks seen while undecided
+        self.next_decide = 0                         # ... when detection looks again
         self.summary = ConnectionSummary(stream=conn.index, first_ts=conn.first_ts or 0.0)
         ctx.reorder.register(self, self._force)
 
@@ -122,7 +128,13 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
             return
         frames = self.framers[d].data(offset, data, frame, ts)
         if state == UNDECIDED:
-            self._decide(False)
+            # detection rescans all it buffered: after DECIDE_EVERY chunks, look again
+            # only when the chunks grew by an eighth (linear time for tiny segments)
+            self.undecided_chunks += 1
+            n = self.undecided_chunks
+            if n <= DECIDE_EVERY or n >= self.next_decide:
+                self.next_decide = n + (n >> 3)
+                self._decide(False)
         elif frames:
             self._frames(d, frames)
         self._refresh()
