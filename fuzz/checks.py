@@ -1,0 +1,206 @@
+"""Invariants the fuzz targets and the robustness tests check on kwsniff's results.
+
+Contract: every ``check_*`` function raises :class:`Violation` (an AssertionError)
+naming the broken invariant, or returns normally. They look only at public results
+(events, messages, exchanges, summaries, rendered text).
+
+Several layers keep a last-resort ``except Exception`` so that a bug never stops a
+run; it turns the bug into a problem text. :func:`internal_error` recognises those
+texts, so the fuzzers still see such bugs as findings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kwsniff.kafka.model import STATUSES, Exchange, KafkaMessage
+from kwsniff.tcp import ConnectionClosed, ConnectionOpened, StreamData, StreamGap
+
+
+class Violation(AssertionError):
+    """An invariant of kwsniff does not hold."""
+
+
+def require(cond: object, what: str) -> None:
+    if not cond:
+        raise Violation(what)
+
+
+#: texts of problems that last-resort guards produce when code (not data) failed
+_INTERNAL = re.compile(
+    r"internal (decoder |SASL decoder )?error|batch scan failed|record decoding failed|"
+    r"embedded decoding failed|could not be shown|decoder failed:|"
+    r"\b(TypeError|AttributeError|KeyError|UnboundLocalError|NameError|ZeroDivisionError|"
+    r"RecursionError|AssertionError|MemoryError|UnicodeEncodeError)\b")
+
+
+def internal_error(problem: str) -> bool:
+    """Whether a problem text is a caught programming error rather than bad data."""
+    return bool(_INTERNAL.search(problem))
+
+
+def check_problems(problems: Iterable[Any], where: str) -> None:
+    """Problems are non-empty strings, none of them a caught programming error."""
+    for p in problems:
+        require(isinstance(p, str) and p.strip(), f"{where}: problem is not a text: {p!r}")
+        require(not internal_error(p), f"{where}: internal error reported as a problem: {p}")
+
+
+# ----------------------------------------------------------------------------- TCP
+
+def check_tcp_events(events: Sequence[Any], frames: int) -> None:
+    """The stream-event contract of :mod:`kwsniff.tcp.events`."""
+    state: dict[int, str] = {}                 # conn index -> "open" | "closed"
+    nxt: dict[tuple[int, int], int] = {}
+    for ev in events:
+        t = type(ev)
+        idx = ev.conn.index
+        if t is ConnectionOpened:
+            require(idx not in state, f"connection {idx} opened twice")
+            state[idx] = "open"
+            continue
+        require(state.get(idx) == "open", f"{t.__name__} for connection {idx} in state "
+                                          f"{state.get(idx)}")
+        if t is ConnectionClosed:
+            state[idx] = "closed"
+            continue
+        key = (idx, ev.direction)
+        require(ev.direction in (0, 1), f"direction {ev.direction}")
+        require(1 <= ev.frame <= frames, f"frame {ev.frame} outside 1..{frames}")
+        expected = nxt.get(key, 0)
+        require(ev.offset == expected, f"connection {idx} dir {ev.direction}: event at offset "
+                                       f"{ev.offset}, expected {expected}")
+        if t is StreamData:
+            require(len(ev.data) > 0, "empty StreamData")
+            nxt[key] = ev.offset + len(ev.data)
+        else:
+            require(t is StreamGap, f"unknown event {ev!r}")
+            require(ev.length > 0, "empty StreamGap")
+            require(isinstance(ev.reason, str) and ev.reason, "gap without a reason")
+            nxt[key] = ev.offset + ev.length
+    require(all(s == "closed" for s in state.values()), "a connection was never closed")
+
+
+# ----------------------------------------------------------------------------- Kafka
+
+def check_message(msg: KafkaMessage, where: str = "message") -> None:
+    require(msg.kind in ("request", "response"), f"{where}: kind {msg.kind!r}")
+    require(0 <= msg.body_offset <= len(msg.raw) or msg.body is None,
+            f"{where}: body_offset {msg.body_offset} outside the frame")
+    require(0 <= msg.body_end <= len(msg.raw), f"{where}: body_end {msg.body_end} outside "
+                                                f"the {len(msg.raw)}-byte frame")
+    require(msg.missing >= 0, f"{where}: negative missing")
+    check_problems(msg.problems, where)
+
+
+def check_exchanges(exchanges: Sequence[Exchange]) -> None:
+    """Indices 1..n in order; each exchange well formed; no internal errors reported."""
+    for i, ex in enumerate(exchanges, 1):
+        where = f"exchange {ex.index}"
+        require(ex.index == i, f"exchange index {ex.index}, expected {i}")
+        require(ex.status in STATUSES, f"{where}: status {ex.status!r}")
+        require(ex.request is not None or ex.response is not None, f"{where}: empty")
+        for msg in (ex.request, ex.response):
+            if msg is not None:
+                check_message(msg, f"{where} {msg.kind}")
+                require(msg.frame_first <= msg.frame_last, f"{where}: frames out of order")
+        check_problems(ex.problems, where)
+
+
+def check_byte_accounting(exchanges: Sequence[Exchange], summaries: Iterable[Any],
+                          delivered: dict[int, int]) -> None:
+    """Per Kafka connection, every delivered stream byte is in a message or counted as
+    skipped: ``sum(frame bytes) + skipped <= delivered <= sum(frame bytes + missing) +
+    skipped`` (bytes after a hole inside a frame are part of that frame)."""
+    framed: dict[int, int] = {}
+    missing: dict[int, int] = {}
+    for ex in exchanges:
+        for msg in (ex.request, ex.response):
+            if msg is not None:
+                framed[ex.stream] = framed.get(ex.stream, 0) + len(msg.raw) + 4
+                missing[ex.stream] = missing.get(ex.stream, 0) + msg.missing
+    for cs in summaries:
+        if cs.protocol not in ("kafka", "kafka-0.7"):
+            continue
+        got = delivered.get(cs.stream, 0)
+        lo = framed.get(cs.stream, 0) + cs.skipped_bytes
+        hi = lo + missing.get(cs.stream, 0)
+        require(lo <= got <= hi, f"stream {cs.stream}: {got} bytes delivered, "
+                                 f"{framed.get(cs.stream, 0)} in messages (+"
+                                 f"{missing.get(cs.stream, 0)} missing), "
+                                 f"{cs.skipped_bytes} skipped")
+
+
+# ----------------------------------------------------------------------------- output
+
+#: characters that must never reach a terminal from wire data (line breaks, escapes)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_line(text: str, where: str) -> None:
+    """One line of terminal output: no control characters (wire data is escaped)."""
+    m = _CONTROL.search(text)
+    require(m is None, f"{where}: control character {m.group()!r} in output line {text!r}"
+            if m else "")
+
+
+def render_all(exchanges: Sequence[Exchange], *, spans: bool = True, records: bool = True
+               ) -> int:
+    """Run every output view over ``exchanges`` (summary line, digest, -V tree with byte
+    ranges, hex dump, JSON Lines export with records, statistics); returns the characters
+    produced. Checks that export lines are valid JSON, that terminal lines hold no
+    control characters and that no view hid an internal error."""
+    from kwsniff.output.facts import ExchangeFacts, TopicNames
+    from kwsniff.output.hexdump import frame_bytes, hexdump_lines
+    from kwsniff.output.jsonl import ExportEncoder
+    from kwsniff.output.stats import StatsCollector, render_report
+    from kwsniff.output.summary import SummaryFormatter
+    from kwsniff.output.tree import build_tree, render_tree
+
+    names = TopicNames()
+    fmt = SummaryFormatter()
+    enc = ExportEncoder("fuzz", records=records, names=names)
+    stats = StatsCollector()
+    total = 0
+    for ex in exchanges:
+        facts = ExchangeFacts(ex, names)
+        line = fmt.format(ex, facts)
+        check_line(line, f"exchange {ex.index} summary")
+        total += len(line)
+        root = build_tree(ex, spans=spans)
+        for text in render_tree(root, offsets=spans):
+            check_line(text, f"exchange {ex.index} tree")
+            total += len(text)
+        _check_tree(root, ex)
+        for msg in (ex.request, ex.response):
+            if msg is not None:
+                for text in hexdump_lines(frame_bytes(msg.raw, msg.size), limit=4096):
+                    total += len(text)
+        for text in enc.lines(ex, facts):
+            obj = json.loads(text)
+            require(isinstance(obj, dict) and obj.get("kind") in ("exchange", "record"),
+                    f"exchange {ex.index}: bad export object")
+            if obj["kind"] == "exchange":
+                check_problems(obj.get("problems") or (), f"exchange {ex.index} export")
+            total += len(text)
+        stats.add(facts)
+    for text in render_report(stats.report()):
+        check_line(text, "statistics")
+        total += len(text)
+    return total
+
+
+def _check_tree(root: Any, ex: Exchange) -> None:
+    """No hidden internal errors; byte ranges inside their frame."""
+    sizes = {m.kind: m.size for m in (ex.request, ex.response) if m is not None}
+    for _depth, node in root.walk():
+        if node.label == "Problem":
+            require(not internal_error(node.value), f"exchange {ex.index} tree: {node.value}")
+        if node.start is not None and node.length is not None:
+            size = sizes.get(node.message or "", 0)
+            require(0 <= node.start and node.length >= 0 and node.start + node.length <= size,
+                    f"exchange {ex.index} tree: {node.label} spans [{node.start}, "
+                    f"{node.start + node.length}) outside its {size}-byte {node.message} frame")

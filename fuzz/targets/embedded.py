@@ -1,0 +1,95 @@
+"""Embedded data: SASL tokens (PLAIN, SCRAM, OAUTHBEARER, GSSAPI, unknown), the
+consumer protocol (subscriptions, assignments), coordinator records of internal topics
+and KRaft metadata records.
+
+Input: ``[mode][split: uint16][bytes]``. Invariants: nothing raises; no internal error;
+SASL secret spans lie inside the token and, unless secrets are shown, no secret of
+six or more bytes appears in the decoded output.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Iterable
+
+from fuzz import checks
+from fuzz import seeds as _seeds
+from kwsniff.kafka import embedded, internal_topics, sasl
+from kwsniff.kafka.records import Records
+from kwsniff.output.jsonl import json_default
+
+MAX_LEN = 4096
+MECHANISMS = (None, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "X")
+COORDINATORS = ("group", "transaction", "share")
+
+
+def _jwt() -> bytes:
+    part = base64.urlsafe_b64encode(json.dumps({"sub": "alice", "exp": 1}).encode()).rstrip(b"=")
+    return b"eyJhbGciOiJub25lIn0." + part + b".c2lnbmF0dXJl"
+
+
+def seeds() -> Iterable[bytes]:
+    tokens = [b"\x00alice\x00s3cr3t-password", b"n,,n=alice,r=abcdefgh",
+              b"c=biws,r=abcdefghXYZ,p=cHJvb2ZwYXNzd29yZA==",
+              b"r=abcdefghXYZ,s=c2FsdA==,i=4096", b"n,,\x01auth=Bearer " + _jwt() + b"\x01\x01"]
+    for m in range(len(MECHANISMS)):
+        for t in tokens:
+            yield bytes([m]) + struct.pack(">H", 0) + t
+    for data in _seeds.record_sets(2048):
+        for r in Records(data).iter_records():
+            if r.key:
+                yield bytes([16]) + struct.pack(">H", len(r.key)) + bytes(r.key) + \
+                    bytes(r.value or b"")
+
+
+def _no_leak(token: bytes, out: dict, where: str) -> None:
+    spans = out.get("secret_spans") or []
+    text = json.dumps(out, default=json_default)
+    for span in spans:
+        s, e = span
+        checks.require(0 <= s <= e <= len(token), f"{where}: secret span {span} outside the "
+                                                  f"{len(token)}-byte token")
+        secret = token[s:e]
+        if len(secret) < 6 or token.count(secret) > 1:
+            continue
+        try:
+            shown = secret.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if shown.isprintable() and json.dumps(shown)[1:-1] in text:
+            raise checks.Violation(f"{where}: secret bytes {secret!r} appear in the decoded "
+                                   "token although secrets are hidden")
+
+
+def one_input(data: bytes) -> None:
+    if len(data) < 3:
+        return
+    mode = data[0]
+    split = struct.unpack_from(">H", data, 1)[0]
+    body = data[3:]
+    if mode < 16:
+        mech = MECHANISMS[mode % len(MECHANISMS)]
+        for from_client in (True, False, None):
+            out = sasl.decode_sasl_token(body, mech, from_client=from_client)
+            checks.check_problems(out.get("problems") or (), "sasl")
+            _no_leak(body, out, f"SASL {mech}")
+            red = sasl.redact_token(body, out.get("secret_spans") or [])
+            checks.require(len(red) == len(body), "redaction changed the token's length")
+        shown = embedded.decode_raw_sasl_token(body, mech, show_secrets=True)
+        json.dumps(shown, default=json_default)
+        return
+    key, value = body[:split], body[split:]
+    if mode < 32:
+        for coordinator in COORDINATORS:
+            k, v = internal_topics.decode_coordinator_record(coordinator, key, value or None)
+            for part in (k, v):
+                if part is not None:
+                    checks.check_problems(part.get("problems") or (), coordinator)
+                    json.dumps(part, default=json_default)
+        return
+    for out in (embedded.decode_subscription(body), embedded.decode_assignment(body),
+                internal_topics.decode_metadata_value(body)):
+        checks.check_problems(out.get("problems") or (), "embedded")
+        json.dumps(out, default=json_default)

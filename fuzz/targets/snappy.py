@@ -1,0 +1,19 @@
+"""The snappy decompressor (Kafka codec 2), bounded output; see :mod:`fuzz.targets._codec`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fuzz.targets import _codec
+from fuzz.targets._samples import samples
+
+MAX_LEN = 8192
+CODEC = 2
+
+
+def seeds() -> Iterable[bytes]:
+    return samples(CODEC)
+
+
+def one_input(data: bytes) -> None:
+    _codec.check(CODEC, data)
