@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 from confluent_kafka import TopicPartition
-from pcapgen.brokers import MockCluster
+from .apicaps import CappedMockCluster as MockCluster
 from pcapgen.payloads import repetitive_text
 
 from .clients import Delivery, Seen, consumer, produce, producer
@@ -53,6 +53,7 @@ def records(n: int, seed: int, random_fraction: float):
 def run(session_factory) -> dict[str, Any]:
     n = PARAMS["records"]
     with MockCluster(PORTS) as mock:
+        mock.cap_api_versions()
         topics = [f"bulk-{codec}" for codec in CODECS]
         for t in topics:
             mock.create_topic(t, PARAMS["partitions"],

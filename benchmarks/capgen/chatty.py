@@ -16,7 +16,7 @@ import random
 import time
 from typing import Any
 
-from pcapgen.brokers import MockCluster
+from .apicaps import CappedMockCluster as MockCluster
 from pcapgen.payloads import order_json
 
 from .clients import Delivery, Seen, consumer, produce, producer
@@ -42,6 +42,7 @@ def run(session_factory) -> dict[str, Any]:
     n, rate = pr["messages"], pr["rate"]
     rng = random.Random(pr["seed"])
     with MockCluster(PORTS) as mock:
+        mock.cap_api_versions()
         topics = [f"chatty-{t}" for t in range(pr["topics"])]
         for t in topics:
             mock.create_topic(t, pr["partitions"], leaders=[1 + p % 3 for p in

@@ -15,3 +15,7 @@ Packet: TypeAlias = tuple[int, float, int, "bytes | memoryview", int]
 #: Largest captured length accepted for one record/block. Larger values mean a
 #: corrupt file; the limit also bounds the memory a streamed capture can need.
 MAX_RECORD = 16 * 1024 * 1024
+
+#: Bytes of a memory-mapped capture walked between two releases of the pages already
+#: read (packets are yielded as copies), so resident memory does not grow with the file.
+RELEASE_STEP = 8 * 1024 * 1024

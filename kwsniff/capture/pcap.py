@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Generator
 
-from kwsniff.capture.packet import MAX_RECORD, Packet
+from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, Packet
 
 FILE_HEADER_LEN = 24
 
@@ -51,15 +51,19 @@ class PcapWalker:
         self._hdrlen = self._rec.size
 
     def walk(self, buf: bytes | memoryview, pos: int, end: int,
-             on_end: Callable[[bytes | memoryview, int, int], None] | None = None
+             on_end: Callable[[bytes | memoryview, int, int], None] | None = None,
+             release: Callable[[int], None] | None = None
              ) -> Generator[Packet, None, int]:
         """Yield every complete record in ``buf[pos:end]``; return where the walk stopped
-        (after calling ``on_end(buf, pos, end)`` if given)."""
+        (after calling ``on_end(buf, pos, end)`` if given). ``release(pos)`` is called
+        every :data:`RELEASE_STEP` bytes: everything before ``pos`` has been yielded (as
+        copies), so a memory-mapped caller can drop those pages."""
         unpack = self._rec.unpack_from
         hdrlen = self._hdrlen
         units = self.units
         linktype = self.linktype
         frame = self.frame
+        mark = pos + RELEASE_STEP if release is not None else end
         while end - pos >= hdrlen:
             sec, frac, incl, orig = unpack(buf, pos)
             if incl > MAX_RECORD:
@@ -75,6 +79,9 @@ class PcapWalker:
             self.frame = frame
             yield (frame, sec + frac / units, linktype, buf[start:stop], orig)
             pos = stop
+            if pos > mark:
+                release(pos)  # type: ignore[misc]
+                mark = pos + RELEASE_STEP
         if on_end is not None:
             on_end(buf, pos, end)
         return pos

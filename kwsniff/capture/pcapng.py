@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from kwsniff.capture.packet import MAX_RECORD, Packet
+from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, Packet
 
 SHB = 0x0A0D0D0A
 IDB = 0x00000001
@@ -87,16 +87,19 @@ class PcapngWalker:
         self._len = struct.Struct(order + "I")
 
     def walk(self, buf: bytes | memoryview, pos: int, end: int,
-             on_end: Callable[[bytes | memoryview, int, int], None] | None = None
+             on_end: Callable[[bytes | memoryview, int, int], None] | None = None,
+             release: Callable[[int], None] | None = None
              ) -> Generator[Packet, None, int]:
         """Yield the packets of every complete block in ``buf[pos:end]``; return where it
-        stopped (after calling ``on_end(buf, pos, end)`` if given)."""
+        stopped (after calling ``on_end(buf, pos, end)`` if given). ``release(pos)`` is
+        called every :data:`RELEASE_STEP` bytes, as by the pcap walker."""
         hdr = self._hdr.unpack_from
         epb = self._epb.unpack_from
         blen_at = self._len.unpack_from
         ifaces = self._ifaces
         frame = self.frame
         ts = self._last_ts
+        mark = pos + RELEASE_STEP if release is not None else end
         while end - pos >= 12:
             btype, blen = hdr(buf, pos)
             if btype == SHB:
@@ -152,6 +155,9 @@ class PcapngWalker:
                 blen_at = self._len.unpack_from
                 ifaces = self._ifaces
             pos += blen
+            if pos > mark:
+                release(pos)  # type: ignore[misc]
+                mark = pos + RELEASE_STEP
         self._last_ts = ts
         if on_end is not None:
             on_end(buf, pos, end)

@@ -4,7 +4,9 @@ Contract: :func:`open_capture` detects the format (pcap or pcapng) and compressi
 (gzip, zstd, lz4, xz, bzip2) from the bytes, never from the name, and returns a
 :class:`CaptureSource`: a context manager and a single-pass iterable of packet tuples
 (see :mod:`kwsniff.capture.packet`). Regular uncompressed files are memory-mapped and
-never read whole; compressed files and standard input are read in bounded chunks.
+never read whole (pages already walked are released every ``RELEASE_STEP`` bytes, so
+resident memory does not grow with the file); compressed files and standard input are
+read in bounded chunks.
 Anything that makes the input unusable is a :class:`~kwsniff.errors.CaptureError` with
 a one-line message, raised by :func:`open_capture`; problems found while reading (a
 truncated last record, corrupt compressed data, corrupt blocks) go to
@@ -36,6 +38,8 @@ from kwsniff.errors import CaptureError
 
 #: Bytes requested per read when streaming.
 CHUNK = 1 << 20
+#: madvise advice dropping already-read pages of the mapping (None where unavailable)
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
 Walker = PcapWalker | PcapngWalker
 
@@ -63,6 +67,7 @@ class CaptureSource:
         self._owned = owned or []
         self._iterator: Generator[Packet, None, object] | None = None
         self._closed = False
+        self._released = 0          # mapped bytes before this were dropped from memory
 
     @property
     def packets(self) -> int:
@@ -90,10 +95,23 @@ class CaptureSource:
         if self._mapped is not None:
             # the walker itself is the iterator: no extra generator layer per packet
             self._iterator = self._walker.walk(self._mapped, self._start, len(self._mapped),
-                                               self._finish)
+                                               self._finish, self._release_mapped)
         else:
             self._iterator = self._walk_stream()
         return self._iterator
+
+    def _release_mapped(self, pos: int) -> None:
+        """Drop the mapped pages before ``pos`` from memory (they were read and copied):
+        resident memory stays flat however large the file (re-read if touched again)."""
+        mapped = self._mapped
+        done = pos - pos % mmap.PAGESIZE
+        if mapped is None or done <= self._released or not _DONTNEED:
+            return
+        try:
+            mapped.madvise(_DONTNEED, self._released, done - self._released)
+        except (OSError, ValueError):
+            return
+        self._released = done
 
     def _walk_stream(self) -> Generator[Packet, None, None]:
         walker = self._walker
