@@ -454,6 +454,10 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
                                   f"(frame {f.frame_first}) before a response")
         p = Pending(key, msg, self, kind)
         self.pending[corr] = p
+        limit = self.ctx.reorder.limit
+        if len(self.pending) > limit:   # e.g. a one-way capture: memory stays bounded
+            self._unanswered(next(iter(self.pending.values())),
+                             f"no response while {limit} later requests waited")
         self._count_request()
 
     def _unidentified(self, f: Frame, d: int, what: str) -> None:

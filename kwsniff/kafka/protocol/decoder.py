@@ -247,6 +247,8 @@ def _header(msg: KafkaMessage, plan: _Plan) -> int | None:
         spans_fn = struct_decoder(plan.header_name, plan.header_version, True)
         _failed(msg.raw, msg.problems, exc, f"{plan.header_name} v{plan.header_version}",
                 spans_fn, 0)
+        if plan.missing:   # the likely cause: say it, not only the header failure
+            msg.problems.append(f"{plan.missing} (its header version was guessed)")
         msg.body_offset = msg.body_end = len(msg.raw)
         return None
 
