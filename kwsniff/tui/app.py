@@ -58,6 +58,7 @@ W = TypeVar("W", bound=Widget)
 
 TICK_SECONDS = 0.2
 CONNECTIONS_REFRESH_SECONDS = 1.0
+GROW_SECONDS = 1.0           # off-screen growth of the list is shown at most this often
 DETAIL_DELAY = 0.05          # cursor must rest this long before an exchange is decoded
 CONNECTION_DELAY = 0.25      # ... before a connection filters the list
 SORT_ORDER = list(SORT_COLUMNS)
@@ -121,6 +122,9 @@ class KwsniffApp(App[None]):
         self._conn_timer: Timer | None = None
         self._last_conn_refresh = 0.0
         self._conn_interval = CONNECTIONS_REFRESH_SECONDS
+        self._last_grow = 0.0
+        self._last_progress = -1.0
+        self._status_shown = ""
         self._conn_count = -1
         self._dropped_seen = 0
         self._time_format = "r"
@@ -260,6 +264,8 @@ class KwsniffApp(App[None]):
         if builder is None:
             count = store.count - store.first_row
             if count != table.count or table.rows_ref is not None:
+                if table.rows_ref is None and not self._growth_due(count):
+                    return
                 first = table.count == 0 and count > 0
                 table.set_rows(None, count)
                 if first and self.selected_row is None:
@@ -270,6 +276,8 @@ class KwsniffApp(App[None]):
         if rows is table.rows_ref and count == table.count:
             return
         replaced = rows is not table.rows_ref
+        if not replaced and not self._growth_due(count):
+            return
         screen_line = table.cursor - int(table.scroll_y)
         table.set_rows(rows, count)
         if self.selected_row is not None and (replaced or table.row_at(table.cursor)
@@ -278,6 +286,18 @@ class KwsniffApp(App[None]):
             if pos is not None:
                 table.move_cursor(pos, quiet=True)
                 table.keep_line(pos, max(0, min(screen_line, table.body_height - 1)))
+
+    def _growth_due(self, count: int) -> bool:
+        """Whether rows appended at the end should be shown now: at once when they land
+        on screen, else at most every GROW_SECONDS (a resize re-lays out the screen)."""
+        table = self.exchanges
+        now = time.monotonic()
+        visible_end = int(table.scroll_y) + table.body_height
+        if table.count < visible_end or now - self._last_grow >= GROW_SECONDS or \
+                self.loader.done:
+            self._last_grow = now
+            return True
+        return False
 
     def _refresh_connections(self) -> None:
         started = time.monotonic()
@@ -296,7 +316,10 @@ class KwsniffApp(App[None]):
         if loader.done:
             bar.update(total=100, progress=100)
         elif loader.progress is not None:
-            bar.update(total=100, progress=round(loader.progress * 100, 1))
+            progress = round(loader.progress * 100, 1)
+            if abs(progress - self._last_progress) >= 0.5:
+                self._last_progress = progress
+                bar.update(total=100, progress=progress)
         else:
             bar.update(total=None)
         parts = []
@@ -333,7 +356,11 @@ class KwsniffApp(App[None]):
             parts.append(f"PAUSED ({total - self.paused_at} new, p resumes)")
         if store.dropped:
             parts.append(f"oldest {store.dropped} dropped (limit {store.max_rows})")
-        self._q("#status-text", Static).update(Text(" · ".join(parts)))
+        text = " · ".join(parts)
+        if text != self._status_shown:
+            self._status_shown = text
+            # fixed size: no layout pass needed
+            self._q("#status-text", Static).update(Text(text), layout=False)
 
     # ------------------------------------------------------------------ view spec
     def _set_spec(self, spec: ViewSpec) -> None:
@@ -482,7 +509,8 @@ class KwsniffApp(App[None]):
         self.hexview.show(frame_bytes(msg.raw, msg.size), title, note)
 
     def _show_field(self, node: TreeNode | None) -> None:
-        self._q("#field-info", Static).update(describe_node(node, self.selected_exchange))
+        self._q("#field-info", Static).update(describe_node(node, self.selected_exchange),
+                                              layout=False)
         hexview = self.hexview
         if node is None or node.message is None or node.start is None or node.length is None:
             hexview.set_highlight(None)

@@ -237,6 +237,19 @@ def test_search_sort_pause_help_and_stats() -> None:
         assert app.spec.reverse
         assert table.row_at(table.cursor) == selected
 
+        # connections sorted by exchanges (descending after a second click)
+        conns = app.connections
+        x = 1 + 8 + 1 + 40 + 1 + 2                    # inside the "Exch." header
+        await pilot.click("#connections", offset=(x, 1))
+        await pilot.click("#connections", offset=(x, 1))
+        assert conns.sort_key == "exchanges" and conns.sort_reverse
+        counts = [c.exchanges for c in conns.rows]
+        assert counts == sorted(counts, reverse=True)
+
+        await pilot.press("t")
+        assert table.time_format == "a"
+        assert ":" in table.row_cells(0)[0][1]          # wall-clock time
+
         await pilot.press("p")
         assert app.paused and "PAUSED" in app.status_text()
         await pilot.press("p")

@@ -125,7 +125,7 @@ class FilterBar(Vertical):
         if not stripped:
             self.error = None
             inp.remove_class("-invalid")
-            message.update(Text("no filter: all exchanges" +
+            message.update(layout=False, content=Text("no filter: all exchanges" +
                                 (" (Enter to clear the applied filter)" if self.applied else ""),
                                 style="dim"))
             return None
@@ -140,14 +140,14 @@ class FilterBar(Vertical):
             msg.append(" ".join(_last_words(text, cands)) +
                        (" …" if len(cands) > MAX_SHOWN else ""))
             msg.append("   (Tab completes)", style="dim")
-            message.update(msg)
+            message.update(layout=False, content=msg)
             return err
         if err is not None:
             inp.add_class("-invalid")
             msg = Text()
             msg.append(" " * err.position + "^ ", style="bold red")
             msg.append(f"{err.message} (column {err.column})", style="red")
-            message.update(msg)
+            message.update(layout=False, content=msg)
             return err
         inp.remove_class("-invalid")
         msg = Text("✓ valid", style="green")
@@ -166,7 +166,7 @@ class FilterBar(Vertical):
                 msg.append("   next: ", style="dim")
                 msg.append(" ".join(c[len(text):] for c in cands[:MAX_SHOWN]) +
                            (" …" if len(cands) > MAX_SHOWN else ""))
-        message.update(msg)
+        message.update(layout=False, content=msg)
         return None
 
     def on_input_changed(self, event: Input.Changed) -> None:
