@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ui = parser.add_argument_group("interface")
     ui.add_argument("--max-exchanges", metavar="N", type=_positive_int, default=DEFAULT_MAX_ROWS,
                     help=f"keep at most N exchanges (oldest dropped first; default "
-                         f"{DEFAULT_MAX_ROWS}); about 150 bytes of memory each")
+                         f"{DEFAULT_MAX_ROWS}); about 170 bytes of memory each")
     ui.add_argument("--spill-dir", metavar="DIR",
                     help="directory for the temporary file holding decoded exchanges "
                          "(default: the system temporary directory)")

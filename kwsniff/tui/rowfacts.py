@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.fields import FIELDS
@@ -125,7 +124,3 @@ def make_matcher(expression: str) -> tuple[DisplayFilter, Matcher, bool]:
         return matches(ExchangeFacts(ex, store.names))
     return flt, slow, False
 
-
-def row_value(store: ExchangeStore, row: int, name: str) -> Any:
-    """The value of fast field ``name`` for a row (as ``FieldSpec.get`` returns it)."""
-    return FIELDS[name].get(RowFacts(store, row))  # type: ignore[arg-type]

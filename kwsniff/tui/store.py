@@ -320,13 +320,6 @@ class ExchangeStore:
         start = seg.digest_end[i - 1] if i else 0
         return seg.digests[start:seg.digest_end[i] - 1].decode("utf-8", "replace")
 
-    def facts_of(self, row: int) -> tuple[tuple[Any, ...], ...]:
-        loc = self.locate(row)
-        if loc is None:
-            return EMPTY_FACTS
-        seg, i = loc
-        return self.facts_table[seg.facts[i]]
-
     def latency_of(self, row: int) -> float | None:
         loc = self.locate(row)
         if loc is None:

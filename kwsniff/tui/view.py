@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kwsniff.output.fields import format_address
 from kwsniff.tui.rowfacts import Matcher
 from kwsniff.tui.store import F_ERRORS, NONE_INT, ExchangeStore
 
@@ -283,8 +282,3 @@ class ViewBuilder:
         cost = time.monotonic() - started
         self._next_sort = time.monotonic() + max(MIN_RESORT_SECONDS, 5 * cost)
 
-
-def route_text(store: ExchangeStore, route_id: int) -> tuple[str, str]:
-    """``("client ip:port", "broker ip:port")`` of an interned route."""
-    client, broker = store.routes[route_id]
-    return format_address(client), format_address(broker)
