@@ -201,9 +201,9 @@ def run(args: argparse.Namespace) -> int:
     def emit(ex: Exchange, facts: Any) -> None:
         if verbose:
             root = build_tree(ex, spans=args.offsets, value_chars=value_chars)
-            for line in render_tree(root, palette=palette, offsets=args.offsets):
-                write(line)
-                write("\n")
+            # one write per exchange: a write call per line costs more than the join
+            write("\n".join(render_tree(root, palette=palette, offsets=args.offsets)))
+            write("\n")
         else:
             write(formatter.format(ex, facts))
             write("\n")

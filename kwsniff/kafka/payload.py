@@ -146,7 +146,7 @@ def decode_with_hooks(data: bytes, topic: str | None, partition: int | None,
 _JSON_START = frozenset(b"{[")
 _WS = b" \t\r\n"
 # control characters other than tab, newline, carriage return
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 
 
 def as_text(data: bytes) -> str | None:
@@ -155,7 +155,9 @@ def as_text(data: bytes) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if _CONTROL.search(text):
+    # In UTF-8 these code points are exactly these single bytes (never part of a
+    # multi-byte sequence): deleting them from the bytes is a fast exact test.
+    if len(data.translate(None, _CONTROL_BYTES)) != len(data):
         return None
     return text
 

@@ -104,16 +104,28 @@ def _hex_preview(data: bytes) -> str:
     return head + ("…" if len(data) > BYTES_PREVIEW else "")
 
 
+@lru_cache(maxsize=4096)
+def _utc_second(seconds: int) -> str | None:
+    """``YYYY-MM-DDTHH:MM:SS`` of an epoch second (cached: records of a batch share
+    their seconds), None when the platform cannot represent it."""
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def _format_ms(ms: int | None) -> str:
     if ms is None:
         return "null"
     if ms < 0:
         return str(ms)
     try:
-        st = time.gmtime(ms / 1000.0)
-    except (OverflowError, OSError, ValueError):
+        day = _utc_second(ms // 1000)
+    except OverflowError:
+        day = None
+    if day is None:
         return str(ms)
-    return f"{ms} ({time.strftime('%Y-%m-%dT%H:%M:%S', st)}.{ms % 1000:03d}Z)"
+    return f"{ms} ({day}.{ms % 1000:03d}Z)"
 
 
 def _scalar(name: str, value: Any, enum: str | None, protocol: str) -> tuple[str, str | None]:
@@ -392,14 +404,16 @@ class _Builder:
     def record(self, parent: TreeNode, index: int, r: Record, records: Records,
                base: int | None) -> None:
         in_place = base is not None and r.start >= 0
-        node = TreeNode(f"Record {index}", f"offset {r.offset}", message=self.kind,
-                        start=base + r.start if in_place else None,
-                        length=r.size if in_place else None)
-        parent.add(node)
+        # positional arguments (label, value, children, start, length, message): this
+        # runs for every record of every batch
+        kids = [TreeNode("Offset", str(r.offset))]
+        node = TreeNode(f"Record {index}", f"offset {r.offset}", kids,
+                        base + r.start if in_place else None, r.size if in_place else None,
+                        self.kind)
+        parent.children.append(node)
         add = node.add
-        add(TreeNode("Offset", str(r.offset)))
         if r.timestamp is not None:
-            add(TreeNode("Timestamp", _format_ms(r.timestamp)))
+            kids.append(TreeNode("Timestamp", _format_ms(r.timestamp)))
         topic, partition = records.topic, records.partition
         if r.control is not None:
             ctl = node.add(TreeNode("Control", str(r.control.get("type"))))
@@ -415,11 +429,13 @@ class _Builder:
             headers = add(TreeNode("Headers", f"{len(r.headers)}"))
             for hk, hv in r.headers:
                 self.payload_node(headers, _quote(hk), hv, topic, partition, "header", hk)
-        for label, decoded in (("Key decoded", r.key_decoded), ("Value decoded", r.value_decoded)):
-            if isinstance(decoded, dict):
-                _plain_dict(add(TreeNode(label, str(decoded.get("schema", "")))), decoded)
-            elif decoded is not None:
-                add(TreeNode(label, _plain_value(decoded)))
+        if r.key_decoded is not None or r.value_decoded is not None:
+            for label, decoded in (("Key decoded", r.key_decoded),
+                                   ("Value decoded", r.value_decoded)):
+                if isinstance(decoded, dict):
+                    _plain_dict(add(TreeNode(label, str(decoded.get("schema", "")))), decoded)
+                elif decoded is not None:
+                    add(TreeNode(label, _plain_value(decoded)))
         if r.crc is not None:
             add(TreeNode("CRC", f"0x{r.crc:08x}" + (" (ok)" if r.crc_ok else " (MISMATCH)"),
                          style=None if r.crc_ok else "error"))
@@ -431,10 +447,14 @@ class _Builder:
                      header_key: str | None = None) -> TreeNode:
         """A key/value/header node; an object decoded by a payload plugin gets its fields
         as children, and the decoders' problems are shown under it."""
+        # max_chars: only the shown part of a long value is rendered (a 40 KB binary
+        # value is not turned into 80 KB of hex to show 256 characters of it)
         rendered = None if data is None else render_payload(
-            data, topic=topic, partition=partition, part=part, header_key=header_key)
-        node = parent.add(TreeNode(label, self._payload_text(data, rendered)))
-        if rendered is not None:
+            data, topic=topic, partition=partition, part=part, header_key=header_key,
+            max_chars=self.value_chars)
+        node = TreeNode(label, self._payload_text(data, rendered))
+        parent.children.append(node)
+        if rendered is not None and (rendered.kind == "decoded" or rendered.problems):
             obj = rendered.obj
             if rendered.kind == "decoded" and isinstance(obj, dict):
                 _plain_dict(node, obj)
@@ -624,17 +644,38 @@ def build_tree(exchange: Exchange, *, spans: bool = False,
 def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = False,
                 indent: str = "    ") -> Iterator[str]:
     """Indented text lines of a tree; ``offsets`` appends ``[start-end)`` byte ranges."""
-    for depth, node in root.walk():
-        plain, value = printable(node.label), printable(node.value)
-        label = palette.name(plain) if depth else palette.heading(plain)
-        text = f"{label}: {value}" if value else label
-        if node.style == "error":
-            text = f"{label}: {palette.error(value)}" if value else palette.error(label)
-        elif node.style == "warn":
-            text = f"{palette.warn(plain)}: {value}" if value else palette.warn(plain)
+    plain_palette = not palette.enabled     # every style is the identity
+    name, heading = palette.name, palette.heading
+    pads: list[str] = []
+    # depth-first with an explicit stack of child iterators (no per-node tuples)
+    stack: list[Iterator[TreeNode]] = [iter((root,))]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            continue
+        depth = len(stack) - 1
+        if node.children:
+            stack.append(iter(node.children))
+        label_text, value = node.label, node.value
+        plain = label_text if label_text.isprintable() else printable(label_text)
+        if value and not value.isprintable():
+            value = printable(value)
+        if plain_palette:
+            text = f"{plain}: {value}" if value else plain
+        else:
+            label = name(plain) if depth else heading(plain)
+            text = f"{label}: {value}" if value else label
+            style = node.style
+            if style == "error":
+                text = f"{label}: {palette.error(value)}" if value else palette.error(label)
+            elif style == "warn":
+                text = f"{palette.warn(plain)}: {value}" if value else palette.warn(plain)
         if offsets and node.start is not None and node.length is not None:
             text += palette.dim(f"  [{node.message or ''} {node.start}-{node.start + node.length})")
-        yield indent * depth + text
+        while len(pads) <= depth:
+            pads.append(indent * len(pads))
+        yield pads[depth] + text
 
 
 def find_node(root: TreeNode, path: tuple[Any, ...], message: str) -> TreeNode | None:
