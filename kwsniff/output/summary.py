@@ -8,7 +8,8 @@ Contract: :class:`SummaryFormatter.format` returns one line (no newline)::
 * time: relative to the first exchange (``-t r``, default), absolute local time (``a``),
   absolute with date (``ad``), UTC with date (``ud``) or epoch seconds (``e``);
 * errors found in the response are shown by name after the latency;
-* decode problems are flagged with ``[N problems]`` at the end;
+* decode problems are flagged with ``[N problems]`` at the end (those of the exchange,
+  its messages and its record sets' batch-header and CRC checks, as in the export);
 * colour comes from the :class:`~kwsniff.output.color.Palette` (plain when piped).
 """
 
@@ -109,6 +110,10 @@ class SummaryFormatter:
             parts.append(printable(text))
         problems = len(exchange.problems) + sum(
             len(m.problems) for m in (exchange.request, exchange.response) if m is not None)
+        if facts.has_records:
+            # batch header and CRC checks of the record sets (never record decoding):
+            # the problems the export lists and -V shows under each batch
+            problems += sum(len(rs.problems) for *_, rs in facts.record_sets())
         if problems:
             parts.append(p.warn(f"[{problems} problem{'s' if problems != 1 else ''}]"))
         return " ".join(parts)
