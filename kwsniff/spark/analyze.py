@@ -151,14 +151,24 @@ def _sections(tables: dict[str, DataFrame], top: int) -> list[Section]:
 
 # ------------------------------------------------------------------------------- charts
 
-def _series(df: DataFrame, key: str, value: str, epoch: str, bucket: float,
-            agg: Callable[[Any], Any] = F.sum) -> dict[str, tuple[list[float], list[float]]]:
-    """The top series of ``df`` (by total ``value``), re-bucketed to at most MAX_POINTS."""
+def chart_step(df: DataFrame, epoch: str, bucket: float) -> float:
+    """Seconds per chart point: ``bucket``, or a multiple of it keeping a line of the
+    whole span under MAX_POINTS points."""
     bounds = df.agg(F.min(epoch).alias("lo"), F.max(epoch).alias("hi")).collect()[0]
     if bounds["lo"] is None:
-        return {}
+        return bucket
     span = float(bounds["hi"] - bounds["lo"])
-    step = max(bucket, math.ceil(span / MAX_POINTS / bucket) * bucket if span else bucket)
+    return max(bucket, math.ceil(span / MAX_POINTS / bucket) * bucket if span else bucket)
+
+
+def _per(step: float) -> str:
+    return f"{step:g} s" if step < 120 else f"{step / 60:g} min" if step < 7200 \
+        else f"{step / 3600:g} h"
+
+
+def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
+            agg: Callable[[Any], Any] = F.sum) -> dict[str, tuple[list[float], list[float]]]:
+    """The top series of ``df`` (by total ``value``), aggregated per ``step`` seconds."""
     coarse = df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
         .groupBy(key, "_x").agg(agg(value).alias("_y"))
     leaders = [r[key] for r in coarse.groupBy(key).agg(F.sum("_y").alias("t"))
@@ -183,17 +193,21 @@ def _charts(tables: dict[str, DataFrame], directory: str, bucket: float) -> list
          else str(r["api_name"]) for r in lat],
         [r["p50_ms"] for r in lat], [r["p90_ms"] for r in lat], [r["p99_ms"] for r in lat],
         [r["max_ms"] for r in lat], os.path.join(directory, "latency_by_api.png")))
+    per_api = tables["requests_over_time"]
+    step = chart_step(per_api, "bucket_epoch", bucket)
     made.append(charts.time_series(
-        _series(tables["requests_over_time"], "api_name", "requests", "bucket_epoch", bucket),
-        os.path.join(directory, "requests_over_time.png"), "Requests per bucket by API",
-        "requests"))
+        _series(per_api, "api_name", "requests", "bucket_epoch", step),
+        os.path.join(directory, "requests_over_time.png"),
+        f"Requests per {_per(step)} by API", "requests"))
     thr = tables["throughput"]
+    step = chart_step(thr, "bucket_epoch", bucket)
     panels = {title: _series(thr.filter(F.col("direction") == direction), "topic", "records",
-                             "bucket_epoch", bucket)
+                             "bucket_epoch", step)
               for direction, title in (
-                  ("produce", "records produced per bucket, by topic"),
-                  ("fetch", "records fetched by consumers per bucket, by topic"),
-                  ("replica-fetch", "records replicated to followers per bucket, by topic"))}
+                  ("produce", f"records produced per {_per(step)}, by topic"),
+                  ("fetch", f"records fetched by consumers per {_per(step)}, by topic"),
+                  ("replica-fetch",
+                   f"records replicated to followers per {_per(step)}, by topic"))}
     made.append(charts.time_series({}, os.path.join(directory, "throughput.png"),
                                    "Throughput", "records", panels=panels))
     err = tables["errors_by_code"].limit(20).collect()
@@ -209,12 +223,14 @@ def _charts(tables: dict[str, DataFrame], directory: str, bucket: float) -> list
         "series", F.concat_ws(" ", "group_id", F.concat("topic", F.lit("["),
                                                         F.col("partition").cast("string"),
                                                         F.lit("]"))))
+    lag_step = chart_step(lag, "bucket_epoch", bucket)
+    commit_step = chart_step(commits, "ts", bucket)
     made.append(charts.time_series({}, os.path.join(directory, "consumers.png"), "Consumers",
                                    "messages", panels={
-        "consumer fetch lag (high watermark - fetch offset)": _series(
-            lag, "series", "max_lag", "bucket_epoch", bucket, F.max),
-        "committed offsets": _series(commits, "series", "committed_offset", "ts", bucket,
-                                     F.max)}))
+        f"consumer fetch lag (high watermark - fetch offset), max per {_per(lag_step)}":
+            _series(lag, "series", "max_lag", "bucket_epoch", lag_step, F.max),
+        f"committed offsets, highest per {_per(commit_step)}":
+            _series(commits, "series", "committed_offset", "ts", commit_step, F.max)}))
     gens = tables["group_generations"].filter(F.col("rebalance_ms").isNotNull()) \
         .orderBy("join_start").limit(30).collect()
     made.append(charts.bars([f"{r['group_id']} gen {r['generation']}" for r in gens],

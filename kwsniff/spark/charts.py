@@ -80,9 +80,10 @@ def time_series(series: dict[str, tuple[Sequence[float], Sequence[float]]], path
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", ncol=2)
-    axes[-1, 0].xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+    locator = mdates.AutoDateLocator()
+    axes[-1, 0].xaxis.set_major_locator(locator)
+    axes[-1, 0].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     axes[-1, 0].set_xlabel("time (UTC)")
-    fig.autofmt_xdate()
     return _save(fig, path)
 
 

@@ -15,7 +15,8 @@ Contract:
   * ``records`` — one row per ``record`` line (:data:`RECORD_COLUMNS`), empty unless
     the export was written with ``--records``;
   * ``rejected`` — counts of lines that were skipped, by reason (not JSON, not a
-    ``kwsniff.exchange/1`` line, an exchange without ``ts``/``index``).
+    ``kwsniff.exchange/1`` line, a ``kind`` other than exchange/record/summary, an
+    exchange without ``ts``/``index``).
 
   Both frames are persisted (memory, spilling to disk), as is anything jobs share
   through :meth:`Exports.derived`; call :meth:`Exports.release` at the end.
@@ -85,6 +86,7 @@ class Exports:
     records: DataFrame
     rejected: dict[str, int] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
+    record_lines: int = 0
     _persisted: list[DataFrame] = field(default_factory=list)
     _derived: dict[str, DataFrame] = field(default_factory=dict)
 
@@ -238,16 +240,22 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
     base = parts[0]
     for extra in parts[1:]:
         base = base.unionByName(extra)
-    base = base.persist(storage)
+    # Rows sorted by kind and API inside each partition: the in-memory cache keeps
+    # min/max statistics per batch, so the many per-API filters of the jobs skip most
+    # batches instead of scanning every row.
+    base = base.sortWithinPartitions("kind", "protocol", "api_key").persist(storage)
     counts = {r["kind"]: r["n"] for r in
               base.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
     bad_exchanges = base.filter((F.col("kind") == "exchange")
                                 & (F.col("ts").isNull() | F.col("index").isNull())).count()
     exchanges, records = _split(base)
+    unknown = sum(n for kind, n in counts.items()
+                  if kind not in ("exchange", "record", "summary", "_invalid", "_foreign"))
     rejected = {
         "lines that are not JSON objects": counts.get("_invalid", 0),
         f"lines that are not {SCHEMA_ID}": counts.get("_foreign", 0),
+        "lines of an unknown kind": unknown,
         "exchange lines without ts or index": bad_exchanges,
     }
     return Exports(exchanges, records, {k: v for k, v in rejected.items() if v},
-                   list(paths), [base])
+                   list(paths), counts.get("record", 0), [base])

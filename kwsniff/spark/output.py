@@ -4,7 +4,8 @@ Contract: :func:`write_table` writes ``df`` as ``ROOT/parquet/<name>/`` (Spark's
 directory, overwritten) and as CSV with a header: on a local root one file
 ``ROOT/csv/<name>.csv``; on a remote root (``hdfs://``, ``s3a://`` ...) Spark's
 directory ``ROOT/csv/<name>/``. CSV cells of array and struct columns hold their JSON
-text; quotes are doubled (RFC 4180); timestamps are ISO-8601 UTC. ``root`` may be a plain path or a ``file://`` URI.
+text, doubles are plain decimals with 6 places, quotes are doubled (RFC 4180),
+timestamps are ISO-8601 UTC. ``root`` may be a plain path or a ``file://`` URI.
 """
 
 from __future__ import annotations
@@ -26,12 +27,19 @@ def local_path(root: str) -> str:
     return root[len("file://"):] if root.startswith("file://") else root
 
 
+CSV_DECIMAL = "decimal(38,6)"
+
+
 def flat_for_csv(df: DataFrame) -> DataFrame:
-    """Arrays, maps and structs become their JSON text (CSV has no nested types)."""
+    """Arrays, maps and structs become their JSON text (CSV has no nested types);
+    doubles are written as plain decimals with 6 places (µs for epoch seconds), not in
+    scientific notation (a non-finite double becomes empty)."""
     cols = []
     for f in df.schema.fields:
         if isinstance(f.dataType, (T.ArrayType, T.MapType, T.StructType)):
             cols.append(F.to_json(F.col(f.name)).alias(f.name))
+        elif isinstance(f.dataType, (T.DoubleType, T.FloatType)):
+            cols.append(F.col(f.name).try_cast(CSV_DECIMAL).alias(f.name))
         else:
             cols.append(F.col(f.name))
     return df.select(*cols)
@@ -42,7 +50,7 @@ def write_table(df: DataFrame, root: str, name: str) -> None:
     df.write.mode("overwrite").parquet(f"{root.rstrip('/')}/parquet/{name}")
     flat = flat_for_csv(df).coalesce(1)
     writer = (flat.write.mode("overwrite").option("header", "true").option("escape", '"')
-              .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"))
+              .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSZZZZZ"))
     if is_remote(root):
         writer.csv(f"{root.rstrip('/')}/csv/{name}")
         return

@@ -7,6 +7,7 @@ own ``--master`` is then only needed to override them. See docs/spark.md.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -16,9 +17,7 @@ def _import_path() -> None:
     modules must not shadow top-level names) and make sure the package itself imports."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    try:
-        import kwsniff  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("kwsniff") is None:
         sys.path.insert(0, os.path.dirname(os.path.dirname(here)))
 
 

@@ -5,7 +5,8 @@ perturbed: every copy is shifted in time (so the capture spans hours), gets its 
 TCP streams and client ports, a client id variant and a jittered latency. It is written
 under /tmp (never committed). The analyze run is a separate process; its wall time and
 the peak resident memory of its whole process tree (Python driver, JVM, Python
-workers; sampled every 0.2 s from /proc) are printed with the machine's load.
+workers; PSS and RSS sampled every 0.2 s from /proc) are printed with the machine's
+load.
 
     .venv/bin/python tests/spark/bench_analyze.py [--exchanges 1000000] [--master local[2]]
 """
@@ -71,8 +72,7 @@ def generate(path: Path, n: int, seed: int = 1) -> None:
             copy += 1
 
 
-def _tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants."""
+def _descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -83,30 +83,44 @@ def _tree_rss(root: int) -> int:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-    total = 0
-    stack = [root]
+    out, stack = [], [root]
     while stack:
         pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, ()))
+    return out
+
+
+def _tree_memory(root: int) -> tuple[int, int]:
+    """(RSS, PSS) bytes of ``root`` and all its descendants. PSS divides pages shared
+    between processes (forked Python workers) among them, so its sum is what the tree
+    really occupies; the RSS sum counts shared pages once per process."""
+    rss = pss = 0
+    for pid in _descendants(root):
         try:
-            with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) * 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
         except (OSError, ValueError):
             pass
-        stack.extend(children.get(pid, ()))
-    return total
+    return rss, pss
 
 
-def measure(cmd: list[str]) -> tuple[int, float, int]:
-    """Run ``cmd``; (exit code, seconds, peak tree RSS in bytes)."""
+def measure(cmd: list[str]) -> tuple[int, float, int, int]:
+    """Run ``cmd``; (exit code, seconds, peak tree RSS, peak tree PSS in bytes)."""
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    peak = 0
+    peak_rss = peak_pss = 0
     done = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak_rss, peak_pss
         while not done.is_set():
-            peak = max(peak, _tree_rss(proc.pid))
+            rss, pss = _tree_memory(proc.pid)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
             done.wait(0.2)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -119,7 +133,7 @@ def measure(cmd: list[str]) -> tuple[int, float, int]:
     else:
         sys.stderr.write("".join(line + "\n" for line in err.splitlines()
                                  if line.startswith(("analyzed", "skipped"))))
-    return proc.returncode, elapsed, peak
+    return proc.returncode, elapsed, peak_rss, peak_pss
 
 
 def main() -> int:
@@ -143,10 +157,11 @@ def main() -> int:
     if args.driver_memory:
         cmd += ["--driver-memory", args.driver_memory]
     load_before = os.getloadavg()
-    code, seconds, peak = measure(cmd)
+    code, seconds, rss, pss = measure(cmd)
     load_after = os.getloadavg()
-    print(f"analyze: exit {code}, {seconds:.1f} s wall, peak RSS of the process tree "
-          f"{peak / 2**30:.2f} GiB, master {args.master}, {os.cpu_count()} cores; "
+    print(f"analyze: exit {code}, {seconds:.1f} s wall; peak memory of the process tree: "
+          f"PSS {pss / 2**30:.2f} GiB (RSS sum {rss / 2**30:.2f} GiB); master {args.master}, "
+          f"{os.cpu_count()} cores; "
           f"load average before {load_before[0]:.2f}/{load_before[1]:.2f}, "
           f"after {load_after[0]:.2f}/{load_after[1]:.2f} (1/5 min)")
     return code

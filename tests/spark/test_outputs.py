@@ -102,7 +102,8 @@ def test_bad_lines_are_counted_not_fatal(spark, export_dir: Path, tmp_path: Path
         "this is not json",
         '{"schema":"kwsniff.exchange/9","kind":"exchange","index":1,"ts":1.0}',
         '{"schema":"kwsniff.exchange/1","kind":"exchange","index":2}',
-        '[1, 2, 3]',
+        '{"schema":"kwsniff.exchange/1","kind":"gossip"}',
+        '{"broken": ',
         *good,
     ]) + "\n", encoding="utf-8")
     exports = load_exports(spark, [str(mixed)])
@@ -111,6 +112,7 @@ def test_bad_lines_are_counted_not_fatal(spark, export_dir: Path, tmp_path: Path
         assert exports.rejected == {
             "lines that are not JSON objects": 2,
             "lines that are not kwsniff.exchange/1": 1,
+            "lines of an unknown kind": 1,
             "exchange lines without ts or index": 1,
         }
     finally:

@@ -51,6 +51,7 @@ from kwsniff.spark.views import (
     END_TXN,
     END_TXN_REQUEST,
     ERROR_ONLY,
+    FETCH,
     INIT_PRODUCER_ID,
     INIT_PRODUCER_ID_REQUEST,
     INIT_PRODUCER_ID_RESPONSE,
@@ -132,30 +133,35 @@ def _body_events(ex: DataFrame) -> DataFrame:
     return init.unionByName(add).unionByName(offsets).unionByName(toc).unionByName(end)
 
 
-def _body_produce(ex: DataFrame, captures_with_records: DataFrame) -> DataFrame:
-    prod = ex.filter(is_api(PRODUCE) & F.col("request").isNotNull()) \
-        .join(captures_with_records, "capture", "left_anti") \
-        .select("*", F.from_json("request", PRODUCE_REQUEST).alias("q")) \
+def _body_produce(ex: DataFrame, captures_with_records: DataFrame | None) -> DataFrame:
+    """Transactional Produce requests of captures exported without record lines."""
+    prod = ex.filter(is_api(PRODUCE) & F.col("request").isNotNull())
+    if captures_with_records is not None:
+        prod = prod.join(F.broadcast(captures_with_records), "capture", "left_anti")
+    prod = prod.select("*", F.from_json("request", PRODUCE_REQUEST).alias("q")) \
         .filter(F.col("q.TransactionalId").isNotNull())
     return prod.select(*_ev(F.lit(PRODUCE_EV), _null("long"), _null("long"), F.col("q.TransactionalId"),
                             None, records=F.col("record_count")))
 
 
 def _record_events(ex: DataFrame, rec: DataFrame) -> DataFrame:
-    context = ex.select(F.col("capture"), F.col("index").alias("exchange"), "ts", "client_id",
-                        "status")
-    produced = (rec.filter((F.col("side") == "request") & (F.col("producer_id") >= 0))
+    def context(api_key: int) -> DataFrame:
+        return ex.filter(is_api(api_key)).select(
+            F.col("capture"), F.col("index").alias("exchange"), "ts", "client_id", "status")
+    produced = (rec.filter((F.col("side") == "request") & (F.col("producer_id") >= 0)
+                           & (F.col("api_key") == PRODUCE))
                 .groupBy("capture", "exchange", "producer_id", "producer_epoch")
                 .agg(F.count(F.lit(1)).alias("records"),
                      F.countDistinct("topic", "partition", "batch_index").alias("batches"))
-                .join(context, ["capture", "exchange"])
+                .join(context(PRODUCE), ["capture", "exchange"])
                 .withColumn("index", F.col("exchange")))
     produced = produced.select(*_ev(F.lit(PRODUCE_EV), F.col("producer_id"),
                                     F.col("producer_epoch"), _null("string"), None,
                                     records=F.col("records"), batches=F.col("batches")))
     markers = (rec.filter((F.col("side") == "response") & F.col("control_type")
-                          .isin("COMMIT", "ABORT") & (F.col("producer_id") >= 0))
-               .join(context, ["capture", "exchange"])
+                          .isin("COMMIT", "ABORT") & (F.col("producer_id") >= 0)
+                          & (F.col("api_key") == FETCH))
+               .join(context(FETCH), ["capture", "exchange"])
                .groupBy("producer_id", "producer_epoch", "control_type", "topic", "partition",
                         "offset")
                .agg(F.min("ts").alias("ts"), F.min_by("client_id", "ts").alias("client_id"),
@@ -173,9 +179,12 @@ def producer_events(exports: Exports) -> DataFrame:
     """All producer events, with producer ids and transactional ids completed from each
     other where the capture pairs them (see the module contract)."""
     ex, rec = exports.exchanges, exports.records
-    with_records = rec.filter(F.col("side") == "request").select("capture").distinct()
-    events = _body_events(ex).unionByName(_body_produce(ex, with_records)) \
-        .unionByName(_record_events(ex, rec))
+    if exports.record_lines:
+        with_records = rec.filter(F.col("side") == "request").select("capture").distinct()
+        events = _body_events(ex).unionByName(_body_produce(ex, with_records)) \
+            .unionByName(_record_events(ex, rec))
+    else:
+        events = _body_events(ex).unionByName(_body_produce(ex, None))
     # transactional produce requests: the producer id last known for their transactional id
     w = Window.partitionBy("transactional_id").orderBy("ts", "index") \
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
