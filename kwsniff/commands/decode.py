@@ -205,8 +205,7 @@ def run(args: argparse.Namespace) -> int:
             write("\n".join(render_tree(root, palette=palette, offsets=args.offsets)))
             write("\n")
         else:
-            write(formatter.format(ex, facts))
-            write("\n")
+            write(formatter.format(ex, facts) + "\n")
         if hexdump:
             for msg in (ex.request, ex.response):
                 if msg is None:

@@ -414,7 +414,9 @@ class Framer:
         soff = self.base + start
         ff, tf = self._locate(soff)
         fl, tl = self._locate(soff + 3 + size)
-        fr = Frame(bytes(buf[start + 4:start + 4 + size]), soff, ff, fl, tf, tl, 0, self._take_skip())
+        # one copy (slicing the bytearray first would copy the frame twice)
+        raw = bytes(memoryview(buf)[start + 4:start + 4 + size])
+        fr = Frame(raw, soff, ff, fl, tf, tl, 0, self._take_skip())
         self.frames_cut += 1
         return fr
 
