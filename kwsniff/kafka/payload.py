@@ -27,7 +27,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 PARTS = ("key", "value", "header")
@@ -46,18 +46,62 @@ KIND_HEX = "hex"
 KIND_DECODED = "decoded"
 
 
-@dataclass(slots=True)
 class Rendered:
     """A payload shown for people: ``kind`` (null, empty, json, text, hex, decoded),
     ``text`` (display string, possibly shortened), ``obj`` (the parsed JSON or a
-    decoder's result), ``decoder`` (the decoder's name), ``problems``."""
+    decoder's result), ``decoder`` (the decoder's name), ``problems``, ``truncated``.
 
-    kind: str
-    text: str
-    obj: Any = None
-    decoder: str | None = None
-    problems: list[str] = field(default_factory=list)
-    truncated: bool = False
+    The pretty text of a JSON payload is made on first use of ``text`` (views that
+    show ``obj`` themselves, like the -V tree, never pay for it)."""
+
+    __slots__ = ("kind", "_text", "obj", "decoder", "problems", "_truncated", "_limit")
+
+    def __init__(self, kind: str, text: str | None, obj: Any = None,
+                 decoder: str | None = None, problems: list[str] | None = None,
+                 truncated: bool = False) -> None:
+        self.kind = kind
+        self._text = text           # None: pretty JSON of ``obj``, made when asked for
+        self.obj = obj
+        self.decoder = decoder
+        self.problems = problems if problems is not None else []
+        self._truncated = truncated
+        self._limit: int | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = json.dumps(self.obj, indent=2, ensure_ascii=False)
+            _cut(self, self._limit)
+        return self._text  # type: ignore[return-value]
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._text = value
+
+    @property
+    def truncated(self) -> bool:
+        if self._text is None:
+            _ = self.text
+        return self._truncated
+
+    @truncated.setter
+    def truncated(self, value: bool) -> None:
+        self._truncated = value
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.kind, self.text, self.obj, self.decoder, self.problems, self.truncated)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Rendered):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"Rendered(kind={self.kind!r}, text={self.text!r}, obj={self.obj!r}, "
+                f"decoder={self.decoder!r}, problems={self.problems!r}, "
+                f"truncated={self.truncated!r})")
 
 
 @dataclass(slots=True, eq=False)
@@ -202,8 +246,9 @@ def render_payload(data: bytes | None, *, topic: str | None = None, partition: i
         except ValueError:
             pass
         else:
-            pretty = json.dumps(obj, indent=2, ensure_ascii=False)
-            return _cut(Rendered(KIND_JSON, pretty, obj, problems=problems), max_chars)
+            lazy = Rendered(KIND_JSON, None, obj, problems=problems)
+            lazy._limit = max_chars     # the pretty text is made (and cut) on first use
+            return lazy
     return _cut(Rendered(KIND_TEXT, text, problems=problems), max_chars)
 
 
@@ -221,7 +266,8 @@ def _json_default(obj: Any) -> Any:
 
 
 def _cut(r: Rendered, max_chars: int | None) -> Rendered:
-    if max_chars is not None and len(r.text) > max_chars:
-        r.text = r.text[:max_chars] + "..."
-        r.truncated = True
+    text = r._text
+    if max_chars is not None and text is not None and len(text) > max_chars:
+        r._text = text[:max_chars] + "..."
+        r._truncated = True
     return r
