@@ -152,6 +152,7 @@ class ExportEncoder:
         self.exchanges = 0
         self.record_lines = 0
         self.problems = 0
+        self.record_set_problems = 0     # problems found only by the record-set checks
 
     def facts(self, exchange: Exchange) -> ExchangeFacts:
         return ExchangeFacts(exchange, self.names, exact=True)
@@ -287,6 +288,7 @@ class ExportEncoder:
         obj = self.exchange_object(exchange, f)
         self.exchanges += 1
         self.problems += len(obj["problems"])
+        self.record_set_problems += len(obj["problems"]) - len(exchange.all_problems())
         yield dumps(obj)
         if self.records:
             for rec in self.record_objects(exchange, f):
