@@ -128,7 +128,7 @@ async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
             while app.builder is not None and not app.builder.complete:
                 await asyncio.sleep(0.01)
             out[name] = round(time.monotonic() - start, 2)
-            out[name.replace("_s", "_rows")] = app.builder.rows.__len__() if app.builder else None
+            out[name[:-2] + "_rows"] = app.builder.rows.__len__() if app.builder else None
     out["ui_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     out["decoder_peak_rss_mib"] = round(children.ru_maxrss / 1024, 1)
