@@ -652,9 +652,8 @@ class KwsniffApp(App[None]):
     def action_time_format(self) -> None:
         i = TIME_FORMATS.index(self._time_format)
         self._time_format = TIME_FORMATS[(i + 1) % len(TIME_FORMATS)]
-        for table in (self.exchanges, self.connections):
-            table.time_format = self._time_format
-            table.refresh()
+        self.exchanges.set_time_format(self._time_format, ("time",))
+        self.connections.set_time_format(self._time_format, ("first", "last"))
         names = {"r": "relative", "a": "absolute", "ad": "absolute with date",
                  "ud": "UTC with date", "e": "epoch"}
         self.notify(f"time: {names[self._time_format]}", timeout=2)

@@ -51,7 +51,6 @@ class ConnectionTable(VirtualTable):
         super().__init__(list(COLUMNS), id=id)
         self.rows: list[ConnectionRow] = []
         self.sort_key = "stream"
-        self.time_format = "r"
         self.time_base = 0.0
         self.totals = (0, 0, 0, 0)
 

@@ -109,7 +109,6 @@ class ExchangeTable(VirtualTable):
         self.store = store
         self.rows_ref: Any = None
         self.count = 0
-        self.time_format = "r"
         self.time_base = 0.0
         self.needle: str | None = None
 

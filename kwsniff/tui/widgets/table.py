@@ -17,7 +17,7 @@ Contract:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.segment import Segment
 from rich.style import Style
@@ -30,6 +30,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 ELLIPSIS = "…"
+#: width of a time column per time format (relative, absolute, with date, UTC, epoch)
+TIME_WIDTHS = {"r": 10, "a": 15, "ad": 26, "ud": 26, "e": 17}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,15 @@ class VirtualTable(ScrollView, can_focus=True):
         self.columns = columns
         self.sort_key: str | None = None
         self.sort_reverse = False
+        self.time_format = "r"
         self._quiet = False
+
+    def set_time_format(self, time_format: str, keys: tuple[str, ...]) -> None:
+        """Use ``time_format`` (``-t`` formats) and size the time columns ``keys`` for it."""
+        self.time_format = time_format
+        width = TIME_WIDTHS.get(time_format, 10)
+        self.columns = [replace(c, width=width) if c.key in keys else c for c in self.columns]
+        self.rows_changed()
 
     # ----------------------------------------------------------------- to override
     def row_count(self) -> int:
