@@ -15,7 +15,7 @@ coverage (libFuzzer's ``cov``/``ft``), corpus size and the finding, if any, whos
 reproducer libFuzzer wrote to ``<workdir>/artifacts/``. Exit status of the command: 0
 when no target found anything, 1 otherwise.
 
-Environment: ``KWSNIFF_FUZZ_SECONDS`` (default 40 per target), ``KWSNIFF_FUZZ_WORKDIR``
+Environment: ``KWSNIFF_FUZZ_SECONDS`` (default 35 per target), ``KWSNIFF_FUZZ_WORKDIR``
 (default: a new temporary directory), ``KWSNIFF_FUZZ_JOBS`` (default 1).
 """
 
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SECONDS = 40
+DEFAULT_SECONDS = 35
 #: seconds one input may take before libFuzzer calls it a hang
 INPUT_TIMEOUT = 30
 #: resident memory (MB) beyond which libFuzzer calls it an out-of-memory finding

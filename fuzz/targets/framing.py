@@ -1,9 +1,9 @@
 """Size-delimited framing of one TCP direction: chunks, holes, resynchronisation.
 
 Input: a stream script (:mod:`fuzz.wire`); client operations are stream bytes, lost ones
-holes. Option bit 0 starts the framer synchronised, else it hunts. The checker trusts a
-frame whose first byte is 0 (STRONG), accepts others (WEAK) and asks the framer to
-resynchronise after frames starting with 0xFF.
+holes. Option bit 0 starts the framer synchronised, else it hunts; it starts after the
+first operation with bit 3 set (bytes are buffered until then). The checker trusts a
+frame whose first byte is 0 (STRONG) and accepts others of a plausible size (WEAK).
 Invariants: frames lie in the stream in order without overlap and carry exactly the
 stream's bytes; every delivered byte is in a frame or counted as skipped; holes are
 counted; memory stays within ``max_frame`` and ``window``.
@@ -69,8 +69,6 @@ def one_input(data: bytes) -> None:
         if not started and (ctrl & 0x08 or i == len(ops) - 1):
             started = True
             frames += fr.start(synced)
-        if frames and frames[-1].raw[:1] == b"\xff":
-            frames += fr.resync("checker: implausible frame")
         checks.require(not started or len(fr.buf) <= MAX_FRAME + WINDOW + 8 + len(payload),
                        f"framer holds {len(fr.buf)} bytes")
     if not started:
