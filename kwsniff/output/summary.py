@@ -52,7 +52,10 @@ def format_time(ts: float, mode: str, start: float) -> str:
     if micros >= 1_000_000:
         secs += 1
         micros -= 1_000_000
-    st = _time.gmtime(secs) if mode == "ud" else _time.localtime(secs)
+    try:
+        st = _time.gmtime(secs) if mode == "ud" else _time.localtime(secs)
+    except (OverflowError, OSError, ValueError):   # beyond the platform's calendar
+        return f"{ts:.6f}"
     if mode == "a":
         return _time.strftime("%H:%M:%S", st) + f".{micros:06d}"
     return _time.strftime("%Y-%m-%d %H:%M:%S", st) + f".{micros:06d}"
