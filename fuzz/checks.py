@@ -170,6 +170,10 @@ def render_all(exchanges: Sequence[Exchange], *, spans: bool = True, records: bo
         line = fmt.format(ex, facts)
         check_line(line, f"exchange {ex.index} summary")
         total += len(line)
+        if ex.index == 1:                   # absolute and epoch times of odd timestamps
+            for mode in ("a", "ad", "ud", "e"):
+                check_line(SummaryFormatter(time_format=mode).format(ex, facts),
+                           f"exchange {ex.index} summary -t {mode}")
         root = build_tree(ex, spans=spans)
         for text in render_tree(root, offsets=spans):
             check_line(text, f"exchange {ex.index} tree")
