@@ -385,11 +385,13 @@ class Records:
     """The raw bytes of one partition's record set; parsed on demand.
 
     ``max_decompressed`` overrides the per-batch decompressed-size limit (default: the
-    process-wide setting of :mod:`kwsniff.kafka.compression`).
+    process-wide setting of :mod:`kwsniff.kafka.compression`); all batches of the set
+    together decompress to at most :data:`SET_LIMIT_FACTOR` times that, so that a set
+    of many small decompression bombs cannot grow memory without bound either.
     """
 
     __slots__ = ("data", "format", "base_position", "topic", "partition",
-                 "max_decompressed", "_batches", "_problems")
+                 "max_decompressed", "decompressed", "_batches", "_problems")
 
     def __init__(self, data: bytes, *, max_decompressed: int | None = None) -> None:
         self.data = data if isinstance(data, bytes) else bytes(data)
@@ -398,6 +400,7 @@ class Records:
         self.topic: str | None = None
         self.partition: int | None = None
         self.max_decompressed = max_decompressed
+        self.decompressed = 0           # bytes decompressed so far by the set's batches
         self._batches: list[Batch] | None = None
         self._problems: list[str] = []
 
@@ -637,8 +640,27 @@ def _scan_07(rs: Records) -> None:
 
 # -- record decoding: magic 2 -----------------------------------------------------------
 
-def _limit(b: Batch) -> int | None:
-    return b._owner.max_decompressed
+#: all batches of one record set decompress to at most this many per-batch limits
+SET_LIMIT_FACTOR = 4
+
+
+def _inflate(b: Batch, codec: int, data: bytes | memoryview) -> _comp.Decompressed:
+    """Decompress a batch's payload within the per-batch limit and what is left of the
+    record set's limit (:data:`SET_LIMIT_FACTOR` per-batch limits)."""
+    owner = b._owner
+    cap = owner.max_decompressed if owner.max_decompressed is not None else \
+        _comp.get_max_decompressed()
+    set_cap = SET_LIMIT_FACTOR * cap
+    left = set_cap - owner.decompressed
+    if left <= 0:
+        return _comp.Decompressed(b"", f"not decompressed: the record set's earlier batches "
+                                       f"reached its decompressed-size limit of {set_cap} bytes")
+    res = _comp.decompress(codec, data, min(cap, left))
+    owner.decompressed += len(res.data)
+    if res.problem and left < cap and len(res.data) >= left:
+        res.problem = (f"decompressed size reaches the limit of {set_cap} bytes for all "
+                       "batches of the record set; output cut at the limit")
+    return res
 
 
 def _decode_v2(b: Batch) -> list[Record]:
@@ -655,7 +677,7 @@ def _decode_v2(b: Batch) -> list[Record]:
     stream_problem = None
     if codec:
         b.compressed_size = hi - lo
-        res = _comp.decompress(codec, memoryview(data)[lo:hi], _limit(b))
+        res = _inflate(b, codec, memoryview(data)[lo:hi])
         b.framing = res.framing
         buf = res.data
         b.decompressed_size = len(buf)
@@ -923,7 +945,7 @@ def _decode_legacy(b: Batch) -> list[Record]:
         b._problems.append("compressed wrapper message has a null value")
         return []
     b.compressed_size = len(outer.value)
-    res = _comp.decompress(codec, outer.value, _limit(b))
+    res = _inflate(b, codec, outer.value)
     b.framing = res.framing
     b.decompressed_size = len(res.data)
     if res.problem:
@@ -1006,7 +1028,7 @@ def _decode_07(b: Batch) -> list[Record]:
     if not compression & 0x03:
         return [Record(offset, None, None, payload, [], compression, b.size, b.start)]
     b.compressed_size = len(payload)
-    res = _comp.decompress(compression & 0x03, payload, _limit(b))
+    res = _inflate(b, compression & 0x03, payload)
     b.framing = res.framing
     b.decompressed_size = len(res.data)
     if res.problem:
