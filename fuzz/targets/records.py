@@ -46,6 +46,8 @@ def one_input(data: bytes) -> None:
     rs.summary()
     _ = rs.record_count, rs.record_count_exact, rs.truncated
     rs.decode()
+    checks.require(sum(b.decompressed_size or 0 for b in rs.batches) <= 4 * LIMIT,
+                   "the record set decompressed beyond four per-batch limits")
     for b in rs.batches:
         checks.require(b.decompressed_size is None or b.decompressed_size <= LIMIT,
                        f"batch decompressed to {b.decompressed_size} bytes, limit {LIMIT}")

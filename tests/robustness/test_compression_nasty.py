@@ -82,6 +82,22 @@ def test_bomb_in_a_record_batch_through_the_engine(codec: int, small_limit: None
     assert sum(len(r.value or b"") for r in rs.iter_records()) <= LIMIT
 
 
+def test_many_small_bombs_in_one_record_set_stay_bounded() -> None:
+    """Each batch under the per-batch limit, together far beyond it: the set's batches
+    share a budget of four per-batch limits, the rest is reported, not decompressed."""
+    rec = wire.v2_record(0, b"k", bytes(LIMIT // 2))
+    bomb = wire.gzip_bytes(rec, 9)
+    data = b"".join(wire.v2_batch([rec], base_offset=i, attributes=1, payload=bomb, count=1)
+                    for i in range(40))
+    assert len(data) < 40 * 2048
+    rs = Records(data, max_decompressed=LIMIT)
+    used = peak(lambda: rs.decode())
+    assert used < 5 * LIMIT + (1 << 20)
+    assert sum(len(r.value or b"") for r in rs.iter_records()) <= 4 * LIMIT
+    assert sum("not decompressed" in p for p in rs.problems) >= 30
+    checks.check_problems(rs.problems, "records")
+
+
 @pytest.mark.parametrize("depth", [1, 2, 5, 30])
 @pytest.mark.parametrize("magic", [0, 1])
 def test_nested_message_sets(depth: int, magic: int) -> None:
