@@ -91,12 +91,26 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def _tree_memory(root: int) -> tuple[int, int]:
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _tree_memory(root: int, cpu: dict[int, float] | None = None) -> tuple[int, int]:
     """(RSS, PSS) bytes of ``root`` and all its descendants. PSS divides pages shared
     between processes (forked Python workers) among them, so its sum is what the tree
-    really occupies; the RSS sum counts shared pages once per process."""
+    really occupies; the RSS sum counts shared pages once per process. ``cpu`` collects
+    the latest user+system CPU seconds seen per process."""
     rss = pss = 0
     for pid in _descendants(root):
+        if cpu is not None:
+            used = _cpu_seconds(pid)
+            if used is not None:
+                cpu[pid] = max(cpu.get(pid, 0.0), used)
         try:
             with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
                 for line in fh:
@@ -109,17 +123,19 @@ def _tree_memory(root: int) -> tuple[int, int]:
     return rss, pss
 
 
-def measure(cmd: list[str]) -> tuple[int, float, int, int]:
-    """Run ``cmd``; (exit code, seconds, peak tree RSS, peak tree PSS in bytes)."""
+def measure(cmd: list[str]) -> tuple[int, float, int, int, float]:
+    """Run ``cmd``; (exit code, seconds, peak tree RSS, peak tree PSS in bytes, CPU
+    seconds of the tree as last sampled)."""
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peak_rss = peak_pss = 0
+    cpu: dict[int, float] = {}
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak_rss, peak_pss
         while not done.is_set():
-            rss, pss = _tree_memory(proc.pid)
+            rss, pss = _tree_memory(proc.pid, cpu)
             peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
             done.wait(0.2)
     sampler = threading.Thread(target=sample, daemon=True)
@@ -133,7 +149,7 @@ def measure(cmd: list[str]) -> tuple[int, float, int, int]:
     else:
         sys.stderr.write("".join(line + "\n" for line in err.splitlines()
                                  if line.startswith(("analyzed", "skipped"))))
-    return proc.returncode, elapsed, peak_rss, peak_pss
+    return proc.returncode, elapsed, peak_rss, peak_pss, sum(cpu.values())
 
 
 def main() -> int:
@@ -157,9 +173,10 @@ def main() -> int:
     if args.driver_memory:
         cmd += ["--driver-memory", args.driver_memory]
     load_before = os.getloadavg()
-    code, seconds, rss, pss = measure(cmd)
+    code, seconds, rss, pss, cpu = measure(cmd)
     load_after = os.getloadavg()
-    print(f"analyze: exit {code}, {seconds:.1f} s wall; peak memory of the process tree: "
+    print(f"analyze: exit {code}, {seconds:.1f} s wall, {cpu:.0f} CPU s (user+system, "
+          f"whole tree); peak memory of the process tree: "
           f"PSS {pss / 2**30:.2f} GiB (RSS sum {rss / 2**30:.2f} GiB); master {args.master}, "
           f"{os.cpu_count()} cores; "
           f"load average before {load_before[0]:.2f}/{load_before[1]:.2f}, "
