@@ -15,9 +15,3 @@ class UserError(Exception):
 
 class CaptureError(UserError):
     """A capture file or interface cannot be read (missing, unreadable, not a capture)."""
-
-
-class NotAvailable(UserError):
-    """A subcommand or feature that this build does not provide."""
-
-    exit_code = 3
