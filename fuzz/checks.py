@@ -49,6 +49,16 @@ def check_problems(problems: Iterable[Any], where: str) -> None:
         require(not internal_error(p), f"{where}: internal error reported as a problem: {p}")
 
 
+#: how a run-level problem names where it happened
+FRAME_REF = re.compile(r"\bframes? \d+")
+
+
+def check_located(problems: Iterable[str], where: str) -> None:
+    """Run-level problems (capture, TCP, framing, detection) name their frame."""
+    for p in problems:
+        require(FRAME_REF.search(p), f"{where}: problem without a frame number: {p!r}")
+
+
 # ----------------------------------------------------------------------------- TCP
 
 def check_tcp_events(events: Sequence[Any], frames: int) -> None:

@@ -5,7 +5,8 @@ ranges, hex, JSON Lines).
 Input: a stream script (:mod:`fuzz.wire`) — real conversations from ``pcaps/`` are the
 seeds. Invariants: nothing raises; exchanges are numbered 1..n in order and well formed;
 no view hides an internal error; every delivered byte of a Kafka connection is in a
-message or counted as skipped; the run counters match the exchanges.
+message or counted as skipped; the run counters match the exchanges; run-level problems
+name their frame.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def one_input(data: bytes) -> None:
     checks.require(s.exchanges_total == len(exchanges), "exchange counter differs")
     checks.require(sum(s.exchanges.values()) == len(exchanges), "status counters differ")
     checks.check_problems(s.problems, "run")
+    checks.check_located(s.problems, "run")
     summaries = eng.connection_summaries()
     checks.check_byte_accounting(exchanges, summaries, delivered)
     for cs in summaries:

@@ -4,7 +4,6 @@ does and check every invariant of :mod:`fuzz.checks` on the result."""
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +14,7 @@ from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.model import Exchange
 from kwsniff.tcp import StreamData, TcpEventStream
 
-FRAME_REF = re.compile(r"\bframes? \d+")
+FRAME_REF = checks.FRAME_REF
 
 
 @dataclass
@@ -73,8 +72,8 @@ def check(run: Run, *, render: bool = True) -> Run:
     s = run.summary
     checks.require(s.exchanges_total == len(run.exchanges), "exchange counter differs")
     checks.check_problems(s.problems, "run")
-    for p in list(s.problems) + list(run.tcp_problems) + run.capture_problems:
-        checks.require(FRAME_REF.search(p), f"problem without a frame number: {p!r}")
+    checks.check_located(list(s.problems) + list(run.tcp_problems) + run.capture_problems,
+                         "run")
     checks.check_byte_accounting(run.exchanges, run.engine.connection_summaries(),
                                  run.delivered)
     if render:
