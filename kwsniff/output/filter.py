@@ -200,11 +200,16 @@ class _Value:
     quoted: bool = False
 
 
+#: parentheses and 'not' nested deeper than this are refused (bounded recursion)
+MAX_NESTING = 64
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = tokenize(text)
         self.i = 0
+        self.depth = 0
 
     @property
     def tok(self) -> Token:
@@ -254,21 +259,31 @@ class _Parser:
 
     def parse_not(self) -> Predicate:
         tok = self.tok
+        if tok.kind in ("NOT", "LPAREN"):
+            if self.depth >= MAX_NESTING:
+                raise self.error(f"expression nested too deeply (more than {MAX_NESTING} "
+                                 "levels of parentheses and 'not')")
+            self.depth += 1
+            try:
+                return self._parse_nested(tok)
+            finally:
+                self.depth -= 1
+        return self.parse_test()
+
+    def _parse_nested(self, tok: Token) -> Predicate:
+        """``not`` or a parenthesised expression (``tok`` is the NOT or LPAREN token)."""
+        self.advance()
         if tok.kind == "NOT":
-            self.advance()
             inner = self.parse_not()
             return lambda f: not inner(f)
-        if tok.kind == "LPAREN":
-            self.advance()
-            if self.tok.kind == "RPAREN":
-                raise self.error("empty parentheses")
-            inner = self.parse_or()
-            if self.tok.kind != "RPAREN":
-                raise self.error(f"expected ')' to close the '(' at column {tok.pos + 1}, "
-                                 f"found {self.describe(self.tok)}")
-            self.advance()
-            return inner
-        return self.parse_test()
+        if self.tok.kind == "RPAREN":
+            raise self.error("empty parentheses")
+        inner = self.parse_or()
+        if self.tok.kind != "RPAREN":
+            raise self.error(f"expected ')' to close the '(' at column {tok.pos + 1}, "
+                             f"found {self.describe(self.tok)}")
+        self.advance()
+        return inner
 
     def parse_test(self) -> Predicate:
         tok = self.tok
