@@ -51,6 +51,8 @@ CASES = {
     "bad filter": (["decode", CAPTURE, "-Y", "topic =="], "bad display filter"),
     "unknown filter field": (["stats", CAPTURE, "-Y", "topc == orders"], "bad display filter"),
     "export bad filter": (["export", CAPTURE, "-o", "-", "-Y", "api in {{"], "bad display filter"),
+    "filter nested too deeply": (["decode", CAPTURE, "-Y", "(" * 300 + "error" + ")" * 300],
+                                 "nested too deeply"),
     "unknown interface": (["live", "-i", "kwsniff-no-such-if0", "-c", "1"], "unknown interface"),
     "output directory missing": (["export", CAPTURE, "-o", "{dir}/no/such/dir/x.jsonl"],
                                  "cannot write"),
