@@ -243,7 +243,7 @@ def render_payload(data: bytes | None, *, topic: str | None = None, partition: i
     if stripped and stripped[0] in _JSON_START:
         try:
             obj = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):   # (JSON nested too deeply: shown as text)
             pass
         else:
             lazy = Rendered(KIND_JSON, None, obj, problems=problems)

@@ -34,7 +34,10 @@ def decode_sasl_token(data: bytes | None, mechanism: str | None = None, *,
     try:
         out = _decode(bytes(data or b""), mech, from_client, show_secrets)
     except Exception as exc:  # never raise on bad input
-        out = {"mechanism": mech, "message": "undecodable", "problems": [f"{type(exc).__name__}: {exc}"]}
+        # fail closed: a token that could not be understood may hold a secret anywhere
+        size = len(data or b"")
+        out = {"mechanism": mech, "message": "undecodable", "problems": [f"{type(exc).__name__}: {exc}"],
+               "secret_spans": [[0, size]] if size else []}
     out.setdefault("mechanism", mech)
     out.setdefault("secret_spans", [])
     out["redacted"] = bool(out["secret_spans"]) and not show_secrets
@@ -219,7 +222,7 @@ def _jwt_parts(token: bytes) -> dict[str, Any] | None:
         try:
             raw = base64.urlsafe_b64decode(piece + b"=" * (-len(piece) % 4))
             out[name] = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):   # (deeply nested JSON)
             return None
     return out
 
@@ -227,7 +230,7 @@ def _jwt_parts(token: bytes) -> dict[str, Any] | None:
 def _oauth_server(data: bytes) -> dict[str, Any]:
     try:
         err = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"mechanism": "OAUTHBEARER", "message": "server-error",
                 "error_text": data.decode("utf-8", "replace"),
                 "problems": ["server error is not valid JSON"]}
