@@ -4,7 +4,8 @@ and KRaft metadata records.
 
 Input: ``[mode][split: uint16][bytes]``. Invariants: nothing raises; no internal error;
 SASL secret spans lie inside the token and, unless secrets are shown, no secret of
-six or more bytes appears in the decoded output.
+six or more bytes appears in the decoded output and an OAUTHBEARER credential is
+always masked.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def _jwt() -> bytes:
 
 
 def seeds() -> Iterable[bytes]:
+    deep = base64.urlsafe_b64encode(b"[" * 1400 + b"]" * 1400).rstrip(b"=")
     tokens = [b"\x00alice\x00s3cr3t-password", b"n,,n=alice,r=abcdefgh",
+              b"n,,\x01auth=Bearer eyJhbGciOiJub25lIn0." + deep + b".c2ln\x01\x01",
               b"c=biws,r=abcdefghXYZ,p=cHJvb2ZwYXNzd29yZA==",
               b"r=abcdefghXYZ,s=c2FsdA==,i=4096", b"n,,\x01auth=Bearer " + _jwt() + b"\x01\x01"]
     for m in range(len(MECHANISMS)):
@@ -64,6 +67,19 @@ def _no_leak(token: bytes, out: dict, where: str) -> None:
                                    "token although secrets are hidden")
 
 
+def _bearer_masked(token: bytes, out: dict, where: str) -> None:
+    """An OAUTHBEARER client credential (``auth=Bearer <token>``) is always masked."""
+    if out.get("mechanism") != "OAUTHBEARER" or b"\x01auth=" not in token:
+        return
+    red = sasl.redact_token(token, out.get("secret_spans") or [])
+    for item in token.split(b"\x01")[1:]:
+        if item.startswith(b"auth="):
+            cred = item[5:].partition(b" ")[2] or item[5:]
+            if len(cred) >= 6 and token.count(cred) == 1:
+                checks.require(cred not in red, f"{where}: bearer credential {cred[:20]!r} "
+                                                "left unmasked")
+
+
 def one_input(data: bytes) -> None:
     if len(data) < 3:
         return
@@ -76,6 +92,8 @@ def one_input(data: bytes) -> None:
             out = sasl.decode_sasl_token(body, mech, from_client=from_client)
             checks.check_problems(out.get("problems") or (), "sasl")
             _no_leak(body, out, f"SASL {mech}")
+            if from_client is not False:
+                _bearer_masked(body, out, f"SASL {mech}")
             red = sasl.redact_token(body, out.get("secret_spans") or [])
             checks.require(len(red) == len(body), "redaction changed the token's length")
         shown = embedded.decode_raw_sasl_token(body, mech, show_secrets=True)
