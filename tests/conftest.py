@@ -13,7 +13,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PCAPS = ROOT / "pcaps"
-SHARED_PROTOCOL = ROOT.parent / "shared" / "kafka-protocol"
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 

@@ -19,7 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-protocol"
+from shared_protocol import SHARED_PROTOCOL
+
+SHARED = SHARED_PROTOCOL
 K24 = SHARED / "apache-kafka-trunk-2024-10-25"
 KPY = SHARED / "kafka-python-3.0.12-resources"
 FRANZ = SHARED / "franz-go-definitions-2026-08-04"

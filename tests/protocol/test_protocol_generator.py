@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from shared_protocol import SHARED_PROTOCOL
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "kafka-protocol"
+SHARED = SHARED_PROTOCOL
 TABLE = ROOT / "kwsniff" / "kafka" / "protocol" / "schema_table.py"
 
 
@@ -25,6 +26,7 @@ def test_generator_reproduces_committed_table(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/kafka-protocol is not present")
 def test_generator_check_mode() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schemas.py"), "--check"],
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schemas.py"), "--check",
+                           "--source", str(SHARED)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
