@@ -60,8 +60,8 @@ def _decode(data: bytes, mech: str | None, from_client: bool | None, show: bool)
             return _plain(data, show)
     if mech == "OAUTHBEARER" or (mech is None and (b"\x01auth=" in data or data == b"\x01"
                                                   or data.startswith(b"{"))):
-        if data.startswith(b"{"):
-            return _oauth_server(data)
+        if data.startswith(b"{") and from_client is not True and b"\x01auth=" not in data:
+            return _oauth_server(data)      # (a client message carries auth=: mask it)
         if data == b"\x01":
             return {"mechanism": "OAUTHBEARER", "message": "client-ack",
                     "note": "client acknowledges the server's error (RFC 7628 kvsep)"}
