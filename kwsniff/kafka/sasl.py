@@ -192,9 +192,11 @@ def _oauth_client(data: bytes, show: bool) -> dict[str, Any]:
             if k == b"auth":
                 scheme, space, token = v.partition(b" ")
                 tok_start = pos + len(k) + len(eq) + len(scheme) + len(space)
-                if not space:   # no "Bearer " scheme: the whole value may be the credential
+                if not space or scheme.lower() != b"bearer":
+                    # not "Bearer <token>": the whole value may be the credential
                     scheme, token, tok_start = b"", v, pos + len(k) + len(eq)
-                    out["problems"] = ["auth value has no scheme (expected \"Bearer <token>\")"]
+                    out["problems"] = ["auth value is not \"Bearer <token>\"; all of it is "
+                                       "treated as the credential"]
                 out["auth_scheme"] = scheme.decode("utf-8", "replace")
                 out["token"] = token.decode("utf-8", "replace") if show else REDACTED
                 jwt = _jwt_parts(token)
