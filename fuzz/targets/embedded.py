@@ -74,7 +74,9 @@ def _bearer_masked(token: bytes, out: dict, where: str) -> None:
     red = sasl.redact_token(token, out.get("secret_spans") or [])
     for item in token.split(b"\x01")[1:]:
         if item.startswith(b"auth="):
-            cred = item[5:].partition(b" ")[2] or item[5:]
+            scheme, _, cred = item[5:].partition(b" ")
+            if scheme.lower() != b"bearer":
+                cred = item[5:]
             if len(cred) >= 6 and token.count(cred) == 1:
                 checks.require(cred not in red, f"{where}: bearer credential {cred[:20]!r} "
                                                 "left unmasked")
