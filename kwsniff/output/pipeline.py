@@ -33,7 +33,8 @@ class Selection:
         self.names = names if names is not None else TopicNames()
         self.seen = 0
         self.shown = 0
-        self.problems = 0        # problems of all exchanges seen (not only shown ones)
+        self.problems = 0        # problems of all exchanges seen (not only shown ones),
+        #                          record-set problems included
 
     def __call__(self, exchanges: Iterable[Exchange]) -> Iterator[tuple[Exchange, ExchangeFacts]]:
         matches = self.filter.matches if self.filter is not None else None
@@ -47,6 +48,10 @@ class Selection:
                     (ex.response is not None and ex.response.problems):
                 self.problems += len(ex.all_problems())
             facts = ExchangeFacts(ex, names)
+            if facts.has_records:
+                # batch header and CRC checks of the record sets: problems every mode
+                # (summary line, -V tree, export) lists with the exchange
+                self.problems += sum(len(rs.problems) for *_, rs in facts.record_sets())
             if matches is not None:
                 if not matches(facts):
                     # Topic ids learnt from filtered-out exchanges still help later ones.

@@ -14,6 +14,7 @@ from fuzz import seeds, wire
 from kwsniff.capture import open_capture
 from kwsniff.cli import main
 from kwsniff.engine import Engine
+from kwsniff.output.facts import ExchangeFacts
 
 RUN_LINE = re.compile(r"^(\d+) exchanges? \((\d+) (shown|exported|counted)\) in (\d+) Kafka "
                       r"connections?, (\d+) packets; (\d+) problems?; (\d+) bytes skipped; "
@@ -52,6 +53,9 @@ def _engine_counts(path: Path) -> dict[str, int]:
             "connections": s.kafka_connections, "skipped_bytes": s.skipped_bytes,
             "gap_bytes": s.gap_bytes,
             "exchange_problems": sum(len(ex.all_problems()) for ex in exchanges),
+            # batch header and CRC checks of record sets, listed with their exchange
+            "record_set_problems": sum(len(rs.problems) for ex in exchanges
+                                       for *_, rs in ExchangeFacts(ex).record_sets()),
             "run_problems": len(s.problems) + s.problems_dropped + capture_problems}
 
 
@@ -91,7 +95,7 @@ def test_export_holds_every_exchange_and_true_counts(index: int, captures: list[
     for key in ("packets", "connections", "skipped_bytes", "gap_bytes"):
         assert summary[key] == want[key], key
     listed = sum(len(o["problems"]) for o in exchanges)
-    assert listed >= want["exchange_problems"]
+    assert listed == want["exchange_problems"] + want["record_set_problems"]
     assert summary["problems"] == listed + want["run_problems"]
     n, shown, what, conns, packets, problems, skipped, gaps = _run_line(err)
     assert (n, shown, what, conns, packets, problems, skipped, gaps) == (
@@ -111,7 +115,8 @@ def test_decode_and_stats_end_with_the_run_counts(index: int, captures: list[Pat
     assert len(captured.out.splitlines()) == shown
     assert (skipped, gaps, packets, conns) == (want["skipped_bytes"], want["gap_bytes"],
                                                want["packets"], want["connections"])
-    assert problems == want["exchange_problems"] + want["run_problems"]
+    assert problems == want["exchange_problems"] + want["record_set_problems"] + \
+        want["run_problems"]
     assert main(["stats", str(path)]) == 0
     stats_out = capsys.readouterr().out
     run = [line for line in stats_out.splitlines() if line.startswith("Run: ")]
