@@ -1003,14 +1003,13 @@ def _parse_07_message(buf: bytes, pos: int, end: int) -> tuple[int, int, int, by
         raise _Malformed(f"message length {length} runs past the end")
     if magic == 0:
         hdr = 9
-        compression = 0
     elif magic == 1:
         hdr = 10
-        compression = buf[pos + 5]
     else:
         raise _Malformed(f"unknown magic {magic}")
     if pos + hdr > msg_end:
         raise _Malformed(f"message length {length} shorter than its header")
+    compression = buf[pos + 5] if magic == 1 else 0
     crc = struct.unpack_from(">I", buf, pos + hdr - 4)[0]
     return magic, compression, crc, buf[pos + hdr:msg_end], msg_end
 
