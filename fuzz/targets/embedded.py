@@ -47,10 +47,24 @@ def seeds() -> Iterable[bytes]:
                     bytes(r.value or b"")
 
 
+def _values(obj: object) -> Iterable[str]:
+    """The JSON texts of every scalar value inside ``obj`` (not of its key names)."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _values(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _values(v)
+    else:
+        yield json.dumps(obj, default=json_default)
+
+
 def _no_leak(token: bytes, out: dict, where: str) -> None:
     spans = out.get("secret_spans") or []
-    # (problem texts are fixed sentences: they may name a scheme such as "Bearer")
-    text = json.dumps({k: v for k, v in out.items() if k != "problems"}, default=json_default)
+    # Only values are searched: key names are fixed words ("password") that a short
+    # secret may be part of. Problem texts are fixed sentences: they may name a scheme
+    # such as "Bearer".
+    text = "\n".join(_values({k: v for k, v in out.items() if k != "problems"}))
     for span in spans:
         s, e = span
         checks.require(0 <= s <= e <= len(token), f"{where}: secret span {span} outside the "
