@@ -133,8 +133,13 @@ def parse_log(result: FuzzResult, text: str) -> None:
 
 
 def run_target(target: str, seconds: float | None = None, workdir: Path | None = None, *,
-               extra: list[str] | None = None) -> FuzzResult:
-    """Fuzz ``target`` for ``seconds`` (see the module contract)."""
+               extra: list[str] | None = None, seed: int | None = None) -> FuzzResult:
+    """Fuzz ``target`` for ``seconds`` (see the module contract).
+
+    ``seed`` fixes libFuzzer's random seed and Python's hash seed, so that two runs
+    try the same inputs in the same order (a slower machine tries a prefix of them);
+    without it every run explores differently.
+    """
     secs = default_seconds() if seconds is None else seconds
     work = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="kwsniff-fuzz-"))
     from fuzz.targets import load
@@ -156,6 +161,9 @@ def run_target(target: str, seconds: float | None = None, workdir: Path | None =
         cmd.append(f"-dict={dict_path}")
     cmd.extend(extra or [])
     env = dict(os.environ)
+    if seed is not None:
+        cmd.append(f"-seed={seed}")
+        env["PYTHONHASHSEED"] = str(seed)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     log_path = logs / f"{target}.log"
     started = time.monotonic()
