@@ -49,6 +49,27 @@ def test_librdkafka_log_parsing() -> None:
     assert offsets == sorted(offsets) and text.encode()[offsets[1]:].startswith(b"%7|")
 
 
+def test_librdkafka_log_coordinator_before_its_node_is_known() -> None:
+    """A logical coordinator handle may log a request without ``/node``; the handle's
+    other lines (before, else after) give the node."""
+    head = "%7|1795264824.508|{kind}|acks-consumer#consumer-5| [thrd:GroupCoordinator]: "
+    text = "\n".join([
+        head.format(kind="SEND") + "GroupCoordinator: Sent ApiVersionRequest (v0, 27 bytes "
+                                   "@ 0, CorrId 2)",
+        head.format(kind="RECV") + "GroupCoordinator/1: Received ApiVersionResponse (v3, 13 "
+                                   "bytes, CorrId 1, rtt 0.29ms)",
+    ])
+    reqs = parse_librdkafka_log(text, {"1": 19292})
+    assert [(r["broker_port"], r["api_key"], r["correlation_id"]) for r in reqs] == \
+        [(19292, 18, 2)]
+    earlier = text.splitlines()[1].replace("CorrId 1", "CorrId 0") + "\n" + \
+        text.replace("GroupCoordinator/1", "GroupCoordinator/2")
+    assert [r["broker_port"] for r in parse_librdkafka_log(earlier, {"1": 19292, "2": 2})] \
+        == [19292]
+    with pytest.raises(RequestLogError):  # no other line names the node
+        parse_librdkafka_log(text.splitlines()[0], {"1": 19292})
+
+
 def test_librdkafka_log_errors_are_loud() -> None:
     with pytest.raises(RequestLogError):
         parse_librdkafka_log(PREFIX + "127.0.0.1:1/1: Sent NoSuchThingRequest (v1, 1 bytes "

@@ -25,8 +25,23 @@ from .apinames import API_NAMES, api_key_for_name
 # "%7|1795253097.596|SEND|name#producer-1| [thrd:...]: BROKER/NODE: Sent XRequest (v3, ..."
 _RDK_SEND = re.compile(
     r"^%\d+\|(?P<ts>\d+\.\d+)\|SEND\|(?P<rk>[^|]+)\| \[thrd:[^\]]*\]: "
-    r"(?P<broker>\S+?)/(?P<node>[^:\s]+): Sent (?P<api>\w+?)Request "
+    r"(?P<broker>[^/\s]+?)(?:/(?P<node>[^:\s]+))?: Sent (?P<api>\w+?)Request "
     r"\(v(?P<ver>\d+), (?P<size>\d+) bytes @ (?P<at>\d+), CorrId (?P<corr>\d+)\)")
+
+
+def _handle_node(text: str, line_start: int, line_end: int, handle: str,
+                 broker: str) -> str | None:
+    """The node id the lines of ``handle`` nearest to one line give the logical broker
+    ``broker``: the last one before the line, else the first one after it."""
+    pattern = re.compile(r"\|" + re.escape(handle) + r"\| \[thrd:[^\]]*\]: "
+                         + re.escape(broker) + r"/(\d+): ")
+    before = None
+    for m in pattern.finditer(text, 0, line_start):
+        before = m
+    if before is not None:
+        return before.group(1)
+    after = pattern.search(text, line_end)
+    return after.group(1) if after else None
 
 
 class RequestLogError(RuntimeError):
@@ -44,9 +59,12 @@ def parse_librdkafka_log(text: str, node_ports: dict[str, int]) -> list[dict[str
     """
     out: list[dict[str, Any]] = []
     offset = 0
+    char_offset = 0
     for line in text.splitlines(keepends=True):
         line_offset = offset
         offset += len(line.encode("utf-8", errors="replace"))
+        line_chars = (char_offset, char_offset + len(line))
+        char_offset += len(line)
         line = line.rstrip("\n")
         if "|SEND|" not in line or " Sent " not in line or " Sent partial " in line:
             continue  # "Sent partial" lines precede the final "Sent" of a large request
@@ -61,6 +79,11 @@ def parse_librdkafka_log(text: str, node_ports: dict[str, int]) -> list[dict[str
             raise RequestLogError(f"unknown librdkafka API name {api!r}: {line}")
         broker = m.group("broker")
         node = m.group("node")
+        if node is None:
+            # A logical broker handle ("GroupCoordinator") logged without its node
+            # (before it is known, or while reconnecting): the handle's other lines
+            # name it ("GroupCoordinator/1: Received ...").
+            node = _handle_node(text, *line_chars, m.group("rk"), broker)
         if re.fullmatch(r"[\w.\-]+:\d+", broker):
             port = int(broker.rsplit(":", 1)[1])
         elif node in node_ports:
