@@ -45,7 +45,7 @@ for extra in (BENCH, ROOT):
 
 import captures  # noqa: E402
 from counts import cached_counts  # noqa: E402
-from measure import Summary, load_average, run_once  # noqa: E402
+from measure import Sample, Summary, load_average, run_once  # noqa: E402
 
 #: (pair name, kwsniff command label, tshark command label, goal: tshark/kwsniff >= goal)
 PAIRS = (("summary", "kwsniff decode", "tshark -Y kafka", 2.0),
@@ -168,19 +168,41 @@ def ratio_lines(all_results: dict[str, dict[str, Summary]]) -> tuple[list[str], 
     return lines, rows
 
 
-def memory_scaling(path: Path, ports: list[int], runs: int) -> tuple[list[str], list[dict]]:
-    lines = ["| input | size (MB) | kwsniff decode peak RSS (MB) | CPU median (s) |",
-             "|---|---:|---:|---:|"]
+def memory_scaling(path: Path, ports: list[int], runs: int) -> list[dict]:
+    """kwsniff decode's peak RSS and CPU on growing prefixes of ``path``."""
     rows = []
     for fraction in (*PREFIXES, 1.0):
         p = path if fraction == 1.0 else prefix_capture(path, fraction)
         summ = Summary([run_once(kwsniff_argv("summary", p, ports)) for _ in range(runs)])
         size = p.stat().st_size
-        lines.append(f"| {p.name} | {size / 1e6:.1f} | {summ.peak_rss_mb:.0f} "
-                     f"| {summ.median('cpu'):.2f} |")
         rows.append({"input": p.name, "size": size, "peak_rss_mb": summ.peak_rss_mb,
                      "cpu_median": summ.median("cpu"), "ok": summ.ok})
-    return lines, rows
+    return rows
+
+
+def report(doc: dict[str, Any]) -> list[str]:
+    """The Markdown report of a results document (what ``main`` writes as JSON)."""
+    started = dt.datetime.fromtimestamp(doc["started"]).isoformat(timespec="seconds")
+    load_before, load_after = doc["load_before"], doc["load_after"]
+    out: list[str] = ["", "## kwsniff vs tshark", "",
+                      f"{started}; {doc['runs']} runs per command; {doc['cpus']} CPUs; "
+                      f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after; "
+                      f"Python {doc['python']}; {doc['tshark'] or 'no tshark'}", ""]
+    all_results = {name: {label: Summary([Sample(**s) for s in samples])
+                          for label, samples in res.items()}
+                   for name, res in doc["results"].items()}
+    for name, results in all_results.items():
+        out += table(name, doc["captures"][name], results) + [""]
+    ratio_text, ratio_rows = ratio_lines(all_results)
+    if ratio_rows:
+        out += ["### Ratios (above 1: kwsniff is faster)", ""] + ratio_text + [""]
+    if doc.get("memory"):
+        out += ["### kwsniff decode peak RSS as the capture grows", "",
+                "| input | size (MB) | kwsniff decode peak RSS (MB) | CPU median (s) |",
+                "|---|---:|---:|---:|"]
+        out += [f"| {m['input']} | {m['size'] / 1e6:.1f} | {m['peak_rss_mb']:.0f} "
+                f"| {m['cpu_median']:.2f} |" for m in doc["memory"]] + [""]
+    return out
 
 
 def _version(argv: list[str]) -> str:
@@ -204,7 +226,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rebuild", action="store_true", help="rebuild the captures first")
     ap.add_argument("--json", type=Path, help="results file (default: benchmarks/data/"
                                               "results-<time>.json)")
+    ap.add_argument("--report", type=Path, metavar="RESULTS",
+                    help="only print the report of an earlier results file")
     args = ap.parse_args(argv)
+    if args.report is not None:
+        try:
+            doc = json.loads(args.report.read_text())
+        except (OSError, ValueError) as err:
+            print(f"run: cannot read {args.report}: {err}", file=sys.stderr)
+            return 1
+        print("\n".join(report(doc)))
+        return 0
     if args.runs < 1:
         ap.error("--runs must be at least 1")
     tshark = None if args.no_tshark else shutil.which("tshark")
@@ -239,28 +271,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{sample.wall:.2f} s wall, {sample.cpu:.2f} s CPU, "
                       f"{sample.rss_mb:.0f} MB{status}", flush=True)
         all_results[name] = results
-    mem_lines: list[str] = []
     mem_rows: list[dict] = []
     if not args.no_memory and "bulk" in infos:
         print("memory scaling: kwsniff decode on prefixes of the bulk capture ...", flush=True)
-        mem_lines, mem_rows = memory_scaling(infos["bulk"]["path"], infos["bulk"]["ports"],
-                                             1)
+        mem_rows = memory_scaling(infos["bulk"]["path"], infos["bulk"]["ports"], 1)
     load_after = load_average()
-
-    out: list[str] = ["", "## kwsniff vs tshark", "",
-                      f"{dt.datetime.now().isoformat(timespec='seconds')}; {args.runs} runs "
-                      f"per command; {os.cpu_count()} CPUs; load average "
-                      f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; "
-                      f"Python {platform.python_version()}; "
-                      f"{_version([tshark, '--version']) if tshark else 'no tshark'}", ""]
-    for name, results in all_results.items():
-        out += table(name, infos[name], results) + [""]
-    ratio_text, ratio_rows = ratio_lines(all_results)
-    if ratio_rows:
-        out += ["### Ratios (above 1: kwsniff is faster)", ""] + ratio_text + [""]
-    if mem_lines:
-        out += ["### kwsniff decode peak RSS as the capture grows", ""] + mem_lines + [""]
-    print("\n".join(out))
 
     doc = {"started": started, "finished": time.time(), "runs": args.runs,
            "load_before": load_before, "load_after": load_after,
@@ -272,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                                    {k: getattr(s, k) for k in s.__slots__}
                                    for s in summ.samples]
                            for label, summ in res.items()} for n, res in all_results.items()},
-           "ratios": ratio_rows, "memory": mem_rows}
+           "ratios": ratio_lines(all_results)[1], "memory": mem_rows}
+    print("\n".join(report(doc)))
     path = args.json or captures.DATA / f"results-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1) + "\n")
