@@ -113,10 +113,9 @@ class SummaryFormatter:
             parts.append(printable(text))
         problems = len(exchange.problems) + sum(
             len(m.problems) for m in (exchange.request, exchange.response) if m is not None)
-        if facts.has_records:
-            # batch header and CRC checks of the record sets (never record decoding):
-            # the problems the export lists and -V shows under each batch
-            problems += sum(len(rs.problems) for *_, rs in facts.record_sets())
+        # batch header and CRC checks of the record sets (never record decoding):
+        # the problems the export lists and -V shows under each batch
+        problems += facts.record_problems
         if problems:
             parts.append(p.warn(f"[{problems} problem{'s' if problems != 1 else ''}]"))
         return " ".join(parts)
