@@ -474,6 +474,15 @@ class Records:
                 out.append(f"{where}: {p}")
         return out
 
+    @property
+    def problem_count(self) -> int:
+        """``len(self.problems)``, without formatting the texts."""
+        batches = self.batches
+        n = len(self._problems)
+        for b in batches:
+            n += len(b.problems)
+        return n
+
     def summary(self) -> str:
         """One short line, e.g. ``"2 batches, 15 records, v2 lz4, truncated"``."""
         bs = self.batches

@@ -77,7 +77,9 @@ def short(text: Any, limit: int = SHORT_ID) -> str:
 
 def ranges(numbers: Iterable[int]) -> str:
     """``0..2,5,7..8`` from partition numbers (sorted, unique)."""
-    nums = sorted(set(n for n in numbers if type(n) is int))
+    nums = sorted({n for n in numbers if type(n) is int})
+    if len(nums) == 1:
+        return str(nums[0])
     out: list[str] = []
     i = 0
     while i < len(nums):
@@ -132,8 +134,10 @@ def _partition_of(p: Body) -> int | None:
     return None
 
 
-def _pairs(body: Body | None, topics_key: str, parts_key: str,
-           facts: ExchangeFacts) -> list[tuple[str, list[int]]]:
+def _pairs(body: Body | None, topics_key: str, parts_key: str, facts: ExchangeFacts,
+           structs: list[Body] | None = None) -> list[tuple[str, list[int]]]:
+    """``(topic, partition numbers)`` per topic struct; the partition structs are also
+    appended to ``structs`` when given."""
     out = []
     for t in _dicts(body, topics_key):
         parts = t.get(parts_key)
@@ -141,6 +145,8 @@ def _pairs(body: Body | None, topics_key: str, parts_key: str,
         if type(parts) is list:
             for p in parts:
                 if type(p) is dict:
+                    if structs is not None:
+                        structs.append(p)
                     n = _partition_of(p)
                     if n is not None:
                         nums.append(n)
@@ -152,9 +158,12 @@ def _pairs(body: Body | None, topics_key: str, parts_key: str,
 
 def error_summary(codes: Iterable[int], ok_word: str = "ok") -> str:
     """``3 ok`` / ``2 ok, 1 NOT_LEADER_OR_FOLLOWER`` from per-item error codes."""
-    counts = Counter(c for c in codes if type(c) is int)
-    if not counts:
+    codes = [c for c in codes if type(c) is int]
+    if not codes:
         return ""
+    if not any(codes):      # all ok: the usual case
+        return f"{len(codes)} {ok_word}"
+    counts = Counter(codes)
     ok = counts.pop(0, 0)
     parts = [f"{ok} {ok_word}"] if ok else []
     for code, n in counts.most_common():
@@ -243,24 +252,25 @@ def _join(*parts: str | None) -> str:
 def _produce_req(b: Body, v: int, f: ExchangeFacts) -> str:
     batches = count = size = 0
     exact = True
-    for t in _dicts(b, "TopicData"):
-        for p in _dicts(t, "PartitionData"):
-            rec = p.get("Records")
-            bb, cc, ss = records_stats(rec)
-            batches += bb
-            count += cc
-            size += ss
-            exact = exact and (rec is None or records_exact(rec))
+    partitions: list[Body] = []
+    pairs = _pairs(b, "TopicData", "PartitionData", f, partitions)
+    for p in partitions:
+        rec = p.get("Records")
+        bb, cc, ss = records_stats(rec)
+        batches += bb
+        count += cc
+        size += ss
+        exact = exact and (rec is None or records_exact(rec))
     txn = b.get("TransactionalId")
-    return _join(topic_partitions(_pairs(b, "TopicData", "PartitionData", f)),
+    return _join(topic_partitions(pairs),
                  _records_phrase(batches, count, size, exact), f"acks={b.get('Acks')}",
                  f"txn={short(txn, 24)}" if txn else None)
 
 
 def _produce_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
-    codes = _nested_errors(b, "Responses", "PartitionResponses")
-    parts = [error_summary(codes) or "no partitions"]
     results = [p for t in _dicts(b, "Responses") for p in _dicts(t, "PartitionResponses")]
+    codes = [c for c in (p.get("ErrorCode") for p in results) if type(c) is int]
+    parts = [error_summary(codes) or "no partitions"]
     if len(results) == 1 and results[0].get("ErrorCode") == 0 \
             and type(results[0].get("BaseOffset")) is int:
         parts.append(f"offset {results[0]['BaseOffset']}")
@@ -273,10 +283,9 @@ def _produce_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
 # ----------------------------------------------------------------------------- Fetch (1)
 
 def _fetch_req(b: Body, v: int, f: ExchangeFacts) -> str:
-    topics = _dicts(b, "Topics")
-    pairs = _pairs(b, "Topics", "Partitions", f)
+    all_parts: list[Body] = []
+    pairs = _pairs(b, "Topics", "Partitions", f, all_parts)
     parts = [topic_partitions(pairs) or "no partitions"]
-    all_parts = [p for t in topics for p in _dicts(t, "Partitions")]
     if len(all_parts) == 1:
         parts.append(f"offset {all_parts[0].get('FetchOffset')}")
     elif all_parts:

@@ -44,6 +44,33 @@ _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 _TOPIC_RESOURCE_TYPE = 2   # ConfigResource.Type.TOPIC and AclResourceType.TOPIC
 _FIND_COORDINATOR = 10
 
+# What an int or str field means to the walk, by its name (the rules above, looked up
+# once per name: the walk sees the same few hundred names over and over).
+_ERROR, _PARTITION, _INDEX, _PRODUCER = 1, 2, 3, 4           # int fields
+_GROUP, _TXN, _MEMBER, _RESOURCE, _COORDINATOR_KEY = 1, 2, 3, 4, 5   # str fields
+_STR_ROLES: dict[str, int] = {
+    **dict.fromkeys(_GROUP_KEYS, _GROUP), **dict.fromkeys(_TXN_KEYS, _TXN),
+    "MemberId": _MEMBER, "ResourceName": _RESOURCE, "Key": _COORDINATOR_KEY}
+_INT_ROLES: dict[str, int] = {}
+_INT_ROLES_LIMIT = 10_000     # field names are schema names; the bound is a safety net
+
+
+def _int_role(key: str) -> int:
+    """The role of an int field named ``key`` (remembered in :data:`_INT_ROLES`)."""
+    if key.endswith("ErrorCode"):
+        role = _ERROR
+    elif key in _PARTITION_KEYS:
+        role = _PARTITION
+    elif key == "Index":
+        role = _INDEX          # a partition index only under _INDEX_PARENTS
+    elif key in _PRODUCER_KEYS:
+        role = _PRODUCER
+    else:
+        role = 0
+    if len(_INT_ROLES) < _INT_ROLES_LIMIT:
+        _INT_ROLES[key] = role
+    return role
+
 
 def uuid_text(value: Any) -> str | None:
     """Canonical text of a Kafka uuid field (uuid.UUID, 16 bytes or text); None if unknown."""
@@ -131,15 +158,19 @@ class _Collector:
 
     def walk(self, obj: dict[str, Any], parent: str | None, topic: str | None,
              partition: int | None = None) -> None:
+        get = obj.get
         # Resolve this struct's topic and partition first so that records below it are
         # attributed to them.
-        own_topic = None
-        for key in ("Topic", "TopicName", "Name", "_topic_name"):
-            name = obj.get(key)
-            if type(name) is str and (key != "Name" or parent in _TOPIC_NAME_PARENTS):
-                own_topic = name
-                break
-        tid = obj.get("TopicId")
+        own_topic = get("Topic")
+        if type(own_topic) is not str:
+            own_topic = get("TopicName")
+            if type(own_topic) is not str:
+                own_topic = get("Name") if parent in _TOPIC_NAME_PARENTS else None
+                if type(own_topic) is not str:
+                    own_topic = get("_topic_name")
+                    if type(own_topic) is not str:
+                        own_topic = None
+        tid = get("TopicId")
         if tid is not None:
             text = uuid_text(tid)
             if text and text != _ZERO_UUID:
@@ -153,24 +184,30 @@ class _Collector:
         if own_topic is not None:
             self.topics[own_topic] = None
             topic = own_topic
-        p = obj.get("PartitionIndex")
+        p = get("PartitionIndex")
         if type(p) is not int:
-            p = obj.get("Partition")
+            p = get("Partition")
             if type(p) is not int:
-                p = obj.get("Index") if parent in _INDEX_PARENTS else None
+                p = get("Index") if parent in _INDEX_PARENTS else None
         if type(p) is int:
             partition = p
+        int_roles = _INT_ROLES
+        str_roles = _STR_ROLES
         for key, value in obj.items():
             kind = type(value)
             if kind is int:
-                if key.endswith("ErrorCode"):
-                    if value and self.is_response:
-                        self.errors[value] = None
-                elif key in _PARTITION_KEYS or (key == "Index" and parent in _INDEX_PARENTS):
-                    self.partitions[value] = None
-                elif key in _PRODUCER_KEYS:
-                    if value >= 0:
-                        self.producer_ids[value] = None
+                role = int_roles.get(key)
+                if role is None:
+                    role = _int_role(key)
+                if role:
+                    if role == _ERROR:
+                        if value and self.is_response:
+                            self.errors[value] = None
+                    elif role == _PARTITION or (role == _INDEX and parent in _INDEX_PARENTS):
+                        self.partitions[value] = None
+                    elif role == _PRODUCER:
+                        if value >= 0:
+                            self.producer_ids[value] = None
             elif kind is list:
                 if not value:
                     continue
@@ -201,23 +238,25 @@ class _Collector:
                         if type(item) is int:
                             self.partitions[item] = None
             elif kind is str:
-                if key in _GROUP_KEYS:
-                    if value:
+                role = str_roles.get(key, 0)
+                if role:
+                    if role == _GROUP:
+                        if value:
+                            self.groups[value] = None
+                    elif role == _TXN:
+                        if value:
+                            self.txn_ids[value] = None
+                    elif role == _MEMBER:
+                        if value:
+                            self.members[value] = None
+                    elif role == _RESOURCE:
+                        if get("ResourceType") == _TOPIC_RESOURCE_TYPE:
+                            self.topics[value] = None
+                    elif self.group_keys:   # _COORDINATOR_KEY
                         self.groups[value] = None
-                elif key in _TXN_KEYS:
-                    if value:
-                        self.txn_ids[value] = None
-                elif key == "MemberId":
-                    if value:
-                        self.members[value] = None
-                elif key == "ResourceName":
-                    if obj.get("ResourceType") == _TOPIC_RESOURCE_TYPE:
-                        self.topics[value] = None
-                elif key == "Key" and self.group_keys:
-                    self.groups[value] = None
             elif kind is dict:
                 self.walk(value, key, topic, partition)
-            elif isinstance(value, Records):
+            elif value is not None and isinstance(value, Records):
                 n = records_count(value, self.exact)
                 size = records_size(value)
                 self.records += n
@@ -359,6 +398,16 @@ class ExchangeFacts:
         ``.partition`` are set by the conversation layer when it knows better)."""
         return [("request", *s) for s in self.request_side.sets] + \
             [("response", *s) for s in self.response_side.sets]
+
+    @property
+    def record_problems(self) -> int:
+        """How many problems the record sets have (batch header and CRC checks, and
+        record-level ones of batches already decoded): the sum of their ``problems``."""
+        n = 0
+        for side in (self.request_side, self.response_side):
+            for _topic, _partition, records in side.sets:
+                n += records.problem_count
+        return n
 
     @property
     def produced(self) -> dict[str, list[int]]:

@@ -48,10 +48,9 @@ class Selection:
                     (ex.response is not None and ex.response.problems):
                 self.problems += len(ex.all_problems())
             facts = ExchangeFacts(ex, names)
-            if facts.has_records:
-                # batch header and CRC checks of the record sets: problems every mode
-                # (summary line, -V tree, export) lists with the exchange
-                self.problems += sum(len(rs.problems) for *_, rs in facts.record_sets())
+            # batch header and CRC checks of the record sets: problems every mode
+            # (summary line, -V tree, export) lists with the exchange
+            self.problems += facts.record_problems
             if matches is not None:
                 if not matches(facts):
                     # Topic ids learnt from filtered-out exchanges still help later ones.

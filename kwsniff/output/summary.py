@@ -71,8 +71,14 @@ def format_latency(ms: float | None) -> str:
     return f"{ms / 1000:.2f} s"
 
 
+#: entries each of the formatter's caches of connection routes and API labels holds
+#: before it is cleared (a capture has few connections and API versions, so it rarely is)
+CACHE_LIMIT = 4096
+
+
 class SummaryFormatter:
-    """Formats summary lines; remembers the first timestamp for relative times."""
+    """Formats summary lines; remembers the first timestamp for relative times, and the
+    coloured route and API label texts already made (the same few recur on every line)."""
 
     def __init__(self, palette: Palette = PLAIN, time_format: str = "r",
                  start_ts: float | None = None) -> None:
@@ -81,6 +87,30 @@ class SummaryFormatter:
         self.palette = palette
         self.time_format = time_format
         self.start_ts = start_ts
+        self._routes: dict[tuple, str] = {}
+        self._apis: dict[tuple, str] = {}
+
+    def _route(self, client: tuple[str, int], broker: tuple[str, int]) -> str:
+        routes = self._routes
+        text = routes.get((client, broker))
+        if text is None:
+            text = self.palette.addr(f"{format_address(client)} {ARROW} {format_address(broker)}")
+            if len(routes) >= CACHE_LIMIT:
+                routes.clear()
+            routes[(client, broker)] = text
+        return text
+
+    def _api(self, exchange: Exchange) -> str:
+        msg = exchange.request or exchange.response
+        key = (exchange.protocol, msg.api_key, msg.api_version) if msg is not None else None
+        apis = self._apis
+        text = apis.get(key)
+        if text is None:
+            text = self.palette.api(describe_api(exchange))
+            if len(apis) >= CACHE_LIMIT:
+                apis.clear()
+            apis[key] = text
+        return text
 
     def format(self, exchange: Exchange, facts: ExchangeFacts | None = None) -> str:
         p = self.palette
@@ -90,15 +120,14 @@ class SummaryFormatter:
         if self.start_ts is None:
             self.start_ts = ts
         when = format_time(ts, self.time_format, self.start_ts)
-        route = f"{format_address(exchange.client)} {ARROW} {format_address(exchange.broker)}"
         client_id = exchange.client_id
         corr = exchange.correlation_id
         parts = [
             f"{exchange.index:5d}",
             p.time(f"{when:>10}"),
-            p.addr(route),
+            self._route(exchange.client, exchange.broker),
             printable(client_id) if client_id else "-",
-            p.api(describe_api(exchange)),
+            self._api(exchange),
             f"#{corr}" if corr is not None else "#-",
             format_latency(exchange.latency_ms),
         ]
@@ -111,12 +140,14 @@ class SummaryFormatter:
         text = digest(exchange, facts)
         if text:
             parts.append(printable(text))
-        problems = len(exchange.problems) + sum(
-            len(m.problems) for m in (exchange.request, exchange.response) if m is not None)
-        if facts.has_records:
-            # batch header and CRC checks of the record sets (never record decoding):
-            # the problems the export lists and -V shows under each batch
-            problems += sum(len(rs.problems) for *_, rs in facts.record_sets())
+        problems = len(exchange.problems)
+        if exchange.request is not None:
+            problems += len(exchange.request.problems)
+        if exchange.response is not None:
+            problems += len(exchange.response.problems)
+        # batch header and CRC checks of the record sets (never record decoding):
+        # the problems the export lists and -V shows under each batch
+        problems += facts.record_problems
         if problems:
             parts.append(p.warn(f"[{problems} problem{'s' if problems != 1 else ''}]"))
         return " ".join(parts)
