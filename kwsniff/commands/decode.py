@@ -59,6 +59,13 @@ def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: 
                         help="only exchanges matching EXPR (see docs/display-filters.md)")
     parser.add_argument("-c", "--count", metavar="N", type=_positive_int,
                         help="stop after N matching exchanges")
+    add_decoding_arguments(parser)
+    add_plugin_arguments(parser)
+
+
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    """The "decoding" options of commands that read capture files: -p, --no-detect,
+    --timeout (see :func:`engine_options`)."""
     group = parser.add_argument_group("decoding")
     group.add_argument("-p", "--port", metavar="PORT", type=_port, action="append",
                        help="a Kafka broker port (repeatable; default 9092); Kafka on other "
@@ -68,7 +75,25 @@ def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: 
     group.add_argument("--timeout", metavar="SECONDS", type=float, default=None,
                        help="capture seconds after which a request without response is "
                             "reported unanswered (default 300)")
-    add_plugin_arguments(parser)
+
+
+def add_view_arguments(group: argparse._ArgumentGroup, *, time_default: str,
+                       time_help: str) -> None:
+    """How exchanges are printed: -V, -x, --offsets, --full-values, -t, --color
+    (``decode`` and ``live``; they differ only in the default time format)."""
+    group.add_argument("-V", "--verbose", action="store_true",
+                       help="print the full decoded tree of every request and response")
+    group.add_argument("-x", "--hex", action="store_true",
+                       help="print a hex dump of every Kafka frame")
+    group.add_argument("--offsets", action="store_true",
+                       help="with -V: show each field's byte range [start-end) in its frame")
+    group.add_argument("--full-values", action="store_true",
+                       help=f"with -V: do not cut record keys/values after "
+                            f"{DEFAULT_VALUE_CHARS} characters")
+    group.add_argument("-t", "--time-format", choices=TIME_FORMATS, default=time_default,
+                       help=time_help)
+    group.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                       help="colour the output (auto: only on a terminal)")
 
 
 def compile_display_filter(args: argparse.Namespace) -> DisplayFilter | None:
@@ -156,20 +181,10 @@ def report_end(counters: dict[str, int], shown: int | None, problems: list[str],
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_capture_arguments(parser, capture_required=False)
     view = parser.add_argument_group("output")
-    view.add_argument("-V", "--verbose", action="store_true",
-                      help="print the full decoded tree of every request and response")
-    view.add_argument("-x", "--hex", action="store_true",
-                      help="print a hex dump of every Kafka frame")
-    view.add_argument("--offsets", action="store_true",
-                      help="with -V: show each field's byte range [start-end) in its frame")
-    view.add_argument("--full-values", action="store_true",
-                      help=f"with -V: do not cut record keys/values after "
-                           f"{DEFAULT_VALUE_CHARS} characters")
-    view.add_argument("-t", "--time-format", choices=TIME_FORMATS, default="r",
-                      help="r: relative to the first exchange (default), a: absolute time, "
-                           "ad: absolute date and time, ud: UTC date and time, e: epoch")
-    view.add_argument("--color", choices=COLOR_CHOICES, default="auto",
-                      help="colour the output (auto: only on a terminal)")
+    add_view_arguments(view, time_default="r",
+                       time_help="r: relative to the first exchange (default), a: absolute "
+                                 "time, ad: absolute date and time, ud: UTC date and time, "
+                                 "e: epoch")
     view.add_argument("--list-fields", action="store_true",
                       help="list the display-filter fields and exit")
 

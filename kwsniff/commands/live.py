@@ -41,10 +41,7 @@ def _positive_float(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from kwsniff.capture.live import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN
-    from kwsniff.commands.decode import _port, _positive_int
-    from kwsniff.output.color import COLOR_CHOICES
-    from kwsniff.output.summary import TIME_FORMATS
-    from kwsniff.output.tree import DEFAULT_VALUE_CHARS
+    from kwsniff.commands.decode import _port, _positive_int, add_view_arguments
 
     cap = parser.add_argument_group("capture")
     cap.add_argument("-i", "--interface", metavar="IFACE",
@@ -87,20 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("-Y", "--display-filter", metavar="EXPR",
                      help="only exchanges matching EXPR (see docs/display-filters.md)")
-    out.add_argument("-V", "--verbose", action="store_true",
-                     help="print the full decoded tree of every request and response")
-    out.add_argument("-x", "--hex", action="store_true",
-                     help="print a hex dump of every Kafka frame")
-    out.add_argument("--offsets", action="store_true",
-                     help="with -V: show each field's byte range [start-end) in its frame")
-    out.add_argument("--full-values", action="store_true",
-                     help=f"with -V: do not cut record keys/values after "
-                          f"{DEFAULT_VALUE_CHARS} characters")
-    out.add_argument("-t", "--time-format", choices=TIME_FORMATS, default="a",
-                     help="a: absolute time (default), ad: with date, ud: UTC date and "
-                          "time, e: epoch, r: relative to the first packet")
-    out.add_argument("--color", choices=COLOR_CHOICES, default="auto",
-                     help="colour the output (auto: only on a terminal)")
+    add_view_arguments(out, time_default="a",
+                       time_help="a: absolute time (default), ad: with date, ud: UTC date "
+                                 "and time, e: epoch, r: relative to the first packet")
     out.add_argument("-q", "--quiet", action="store_true",
                      help="print no exchanges (only the summary); with -o/-w")
     out.add_argument("-o", "--output", metavar="FILE.jsonl",

@@ -15,7 +15,7 @@ import sys
 import time
 
 from kwsniff.commands.analyze import _positive_int, add_spark_arguments, session_options
-from kwsniff.commands.decode import _port
+from kwsniff.commands.decode import add_decoding_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,15 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "them; rotated files of one capture can be given in any order")
     parser.add_argument("-o", "--out", metavar="DIR", required=True,
                         help="output directory or URI (exchanges/, captures/, run.json)")
-    group = parser.add_argument_group("decoding")
-    group.add_argument("-p", "--port", metavar="PORT", type=_port, action="append",
-                       help="a Kafka broker port (repeatable; default 9092); Kafka on other "
-                            "ports is still found by content unless --no-detect")
-    group.add_argument("--no-detect", action="store_true",
-                       help="only decode connections on the --port ports")
-    group.add_argument("--timeout", metavar="SECONDS", type=float, default=None,
-                       help="capture seconds after which a request without response is "
-                            "reported unanswered (default 300)")
+    add_decoding_arguments(parser)
     parser.add_argument("--partitions", metavar="N", type=_positive_int, default=None,
                         help="shuffle partitions for the per-connection decode "
                              "(default: 2 x Spark's parallelism, at least one per file)")
