@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
+from kwsniff.kafka.records import uvarint
+
 if TYPE_CHECKING:
     from kwsniff.kafka.records import Record
 
@@ -98,27 +100,14 @@ def decode_versioned(name: str, buf: bytes) -> tuple[dict[str, Any] | None, str 
     return res["data"], ("; ".join(problems) if problems else None)
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
 def decode_metadata_value(buf: bytes) -> dict[str, Any]:
     """A ``__cluster_metadata`` record value: uvarint frame version, uvarint record type
     (the schema's apiKey), uvarint version, then the record."""
     from kwsniff.kafka.protocol.schema import metadata_record_schema
     try:
-        frame, pos = _uvarint(buf, 0)
-        rtype, pos = _uvarint(buf, pos)
-        version, pos = _uvarint(buf, pos)
+        frame, pos = uvarint(buf, 0)
+        rtype, pos = uvarint(buf, pos)
+        version, pos = uvarint(buf, pos)
     except (IndexError, ValueError):
         return {"schema": None, "version": None, "data": None,
                 "problems": ["metadata record header (frame version, type, version) truncated"]}

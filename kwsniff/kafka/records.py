@@ -100,12 +100,14 @@ crc32c = _crc32c_native or crc32c_py
 
 # -- varints ----------------------------------------------------------------------------
 
-class _Malformed(Exception):
+class _Malformed(ValueError):
     """Internal: a record's fields do not fit its bytes."""
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Unsigned varint at ``pos`` -> (value, next position)."""
+def uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Unsigned varint (up to 10 bytes, Kafka's varlong) at ``pos`` -> (value, next
+    position). Raises IndexError when ``buf`` ends first, ValueError when it is longer
+    than 10 bytes."""
     result = 0
     shift = 0
     while True:
@@ -732,7 +734,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
     base_offset = b.base_offset or 0
     base_ts = b.base_timestamp or 0
     ts_fixed = b.max_timestamp if (b.attributes or 0) & 0x08 else None  # LogAppendTime
-    uvarint = _uvarint
+    read_uvarint = uvarint
     zz = _ZIGZAG
     i = 0
     while i < count and pos < end:
@@ -745,7 +747,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                 v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
-                v, pos = uvarint(buf, pos)
+                v, pos = read_uvarint(buf, pos)
             length = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             rec_end = pos + length
             if rec_end > end:
@@ -762,7 +764,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                 v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
-                v, pos = uvarint(buf, pos)
+                v, pos = read_uvarint(buf, pos)
             ts_delta = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             v = buf[pos]
             if v < 0x80:
@@ -771,7 +773,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                 v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
-                v, pos = uvarint(buf, pos)
+                v, pos = read_uvarint(buf, pos)
             off_delta = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             v = buf[pos]
             if v < 0x80:
@@ -780,7 +782,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                 v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
-                v, pos = uvarint(buf, pos)
+                v, pos = read_uvarint(buf, pos)
             n = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             if n >= 0:
                 key = buf[pos:pos + n]
@@ -794,7 +796,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                 v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
-                v, pos = uvarint(buf, pos)
+                v, pos = read_uvarint(buf, pos)
             n = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             if n >= 0:
                 value = buf[pos:pos + n]
@@ -808,7 +810,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                 v = (v & 0x7F) | (b2 << 7)
                 pos += 2
             else:
-                v, pos = uvarint(buf, pos)
+                v, pos = read_uvarint(buf, pos)
             nh = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
             headers: list[tuple[str, bytes | None]] = []
             if nh:
@@ -824,7 +826,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                         v = (v & 0x7F) | (b2 << 7)
                         pos += 2
                     else:
-                        v, pos = uvarint(buf, pos)
+                        v, pos = read_uvarint(buf, pos)
                     n = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
                     if n < 0:
                         raise _Malformed(f"header key length {n}")
@@ -837,7 +839,7 @@ def _parse_v2_records(buf: bytes, pos: int, end: int, count: int, b: Batch,
                         v = (v & 0x7F) | (b2 << 7)
                         pos += 2
                     else:
-                        v, pos = uvarint(buf, pos)
+                        v, pos = read_uvarint(buf, pos)
                     n = zz[v] if v < 16384 else (v >> 1) ^ -(v & 1)
                     if n >= 0:
                         headers.append((hk, buf[pos:pos + n]))
