@@ -566,7 +566,8 @@ def _describe_groups_req(b: Body, v: int, f: ExchangeFacts) -> str:
     return f"groups {name_list(_list(b, 'Groups'))}"
 
 
-def _describe_groups_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
+def _groups_digest(b: Body, epoch: bool) -> str:
+    """``"<group> <state> [epoch E] N members; ..."`` of a describe-groups response."""
     out = []
     groups = _dicts(b, "Groups")
     for g in groups[:MAX_ITEMS]:
@@ -574,11 +575,16 @@ def _describe_groups_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -
             out.append(f"{g.get('GroupId')} {error_label(g['ErrorCode'])}")
         else:
             n = len(_dicts(g, "Members"))
-            out.append(f"{g.get('GroupId')} {g.get('GroupState')} "
-                       f"{n} member{'s' if n != 1 else ''}")
+            state = f"{g.get('GroupState')} epoch {g.get('GroupEpoch')}" if epoch \
+                else f"{g.get('GroupState')}"
+            out.append(f"{g.get('GroupId')} {state} {n} member{'s' if n != 1 else ''}")
     if len(groups) > MAX_ITEMS:
         out.append(f"+{len(groups) - MAX_ITEMS} groups")
     return "; ".join(out) or "no groups"
+
+
+def _describe_groups_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
+    return _groups_digest(b, epoch=False)
 
 
 def _cg_describe_req(b: Body, v: int, f: ExchangeFacts) -> str:
@@ -586,18 +592,7 @@ def _cg_describe_req(b: Body, v: int, f: ExchangeFacts) -> str:
 
 
 def _cg_describe_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
-    out = []
-    groups = _dicts(b, "Groups")
-    for g in groups[:MAX_ITEMS]:
-        if g.get("ErrorCode"):
-            out.append(f"{g.get('GroupId')} {error_label(g['ErrorCode'])}")
-        else:
-            n = len(_dicts(g, "Members"))
-            out.append(f"{g.get('GroupId')} {g.get('GroupState')} epoch {g.get('GroupEpoch')} "
-                       f"{n} member{'s' if n != 1 else ''}")
-    if len(groups) > MAX_ITEMS:
-        out.append(f"+{len(groups) - MAX_ITEMS} groups")
-    return "; ".join(out) or "no groups"
+    return _groups_digest(b, epoch=True)
 
 
 def _list_groups_req(b: Body, v: int, f: ExchangeFacts) -> str:
