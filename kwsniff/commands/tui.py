@@ -13,24 +13,13 @@ from __future__ import annotations
 
 import argparse
 
+from kwsniff.commands.live import DEFAULT_LIVE_TIMEOUT
+from kwsniff.commands.live import DEFAULT_PORT as DEFAULT_LIVE_PORT
 from kwsniff.errors import UserError
-
-DEFAULT_LIVE_PORT = 9092
-DEFAULT_LIVE_TIMEOUT = 60.0
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from kwsniff.commands.decode import _port
+    from kwsniff.commands.decode import _port, _positive_int
     from kwsniff.tui.store import DEFAULT_MAX_ROWS
 
     parser.add_argument("capture", metavar="CAPTURE", nargs="?",
