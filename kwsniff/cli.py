@@ -28,7 +28,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; with ``only`` (a subcommand name) only that subcommand's module
+    is imported and given its arguments — the others keep their name and help text,
+    which is all the top-level help shows (start-up of one command stays cheap)."""
     parser = argparse.ArgumentParser(
         prog="kwsniff",
         description="A Wireshark-style decoder for Apache Kafka wire traffic.",
@@ -37,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text, description=help_text)
+            continue
         module = importlib.import_module(f"kwsniff.commands.{module_name}")
         p = sub.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip())
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -46,9 +52,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def requested_command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first non-option word), if it is a known one."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(requested_command(words))
+    args = parser.parse_args(words)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2

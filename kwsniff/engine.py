@@ -131,22 +131,16 @@ class Engine:
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
         """Decode ``source`` (packet tuples); yield exchanges in capture order."""
-        tcp = TcpEventStream(self._counted(source), self.options.tcp)
+        tcp = TcpEventStream(source, self.options.tcp)
         self._tcp = tcp
         feed = self.feed_event
+        summary = self.summary
         for ev in tcp:
             out = feed(ev)
             if out:
+                summary.packets = tcp.packets    # (kept current as exchanges come out)
                 yield from out
         yield from self.finish()
-
-    def _counted(self, source: Iterable[tuple]) -> Iterator[tuple]:
-        summary = self.summary
-        n = 0
-        for pkt in source:
-            n += 1
-            summary.packets = n
-            yield pkt
 
     def feed_event(self, ev: Any) -> list[Exchange]:
         """Process one TCP stream event; return the exchanges it releases."""
@@ -215,7 +209,8 @@ class Engine:
             s.last_ts = ts
         if self._next_sweep is not None and ts >= self._next_sweep:
             self._sweep(ts)
-        if self.ctx.reorder.ready:
+        reorder = self.ctx.reorder
+        if reorder.dirty and reorder.ready:
             return self._release(False)
         return []
 

@@ -54,7 +54,7 @@ from kwsniff.kafka.conv_state import (  # noqa: F401 - re-exported for the engin
     Pending,
     is_ip,
 )
-from kwsniff.kafka.framing import Frame, Framer
+from kwsniff.kafka.framing import QUIET, Frame, Framer
 from kwsniff.kafka.inference import ApiHistory
 from kwsniff.kafka.model import (
     NO_RESPONSE_EXPECTED,
@@ -127,6 +127,8 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
         if state == TLS or state == OTHER:
             return
         frames = self.framers[d].data(offset, data, frame, ts)
+        if frames is QUIET and state != UNDECIDED:
+            return                  # a partial frame grew: nothing to pair or release
         if state == UNDECIDED:
             # detection rescans all it buffered: after DECIDE_EVERY chunks, look again
             # only when the chunks grew by an eighth (linear time for tiny segments)

@@ -41,6 +41,10 @@ from typing import Callable
 
 _I32 = struct.Struct(">i")
 
+#: what :meth:`Framer.data` returns when the bytes only extended a partial frame (no
+#: frame cut, :meth:`Framer.open_key` unchanged); empty, so callers may treat it as []
+QUIET: tuple = ()
+
 # checker verdicts
 NO = 0
 WEAK = 1
@@ -112,7 +116,8 @@ class Framer:
     __slots__ = ("buf", "pos", "base", "segs", "state", "check", "max_frame", "window",
                  "scan", "skipped_bytes", "gap_bytes", "gaps", "_pending_skip", "problems",
                  "_fill_end", "_fill_frame", "last_offset", "frames_cut", "resyncs",
-                 "first_offset", "probation", "held", "held_start", "seq_offset", "_look")
+                 "first_offset", "probation", "held", "held_start", "seq_offset", "_look",
+                 "want_end")
 
     def __init__(self, check: Checker, max_frame: int = 100 << 20, window: int = 4 << 20) -> None:
         self.buf = bytearray()
@@ -140,6 +145,9 @@ class Framer:
         self.held_start = 0         # buffer index of the accepted resynchronisation point
         self.seq_offset: int | None = None  # where a chained frame's growing id sits (corr id)
         self._look: tuple[int, int] | None = None  # (claim start, next byte to examine)
+        # stream offset where the partial frame at buf[pos] ends when SYNCED outside
+        # probation, else 0: data ending before it only extends that frame (see data())
+        self.want_end = 0
 
     # ------------------------------------------------------------------ input
     def data(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
@@ -163,7 +171,14 @@ class Framer:
                 out = []
             out.extend(self.data(offset, data, frame, ts))
             return out
-        self.last_offset = offset + n
+        end = offset + n
+        self.last_offset = end
+        if end < self.want_end:
+            # the bytes only extend the partial frame: nothing to cut, open_key() unchanged
+            self.buf += data
+            self.segs.append([offset, end, frame, ts])
+            return QUIET
+        self.want_end = 0
         state = self.state
         if state == SYNCED and self.pos == len(self.buf) and not self.probation:
             return self._fast(offset, data, frame, ts)
@@ -179,6 +194,7 @@ class Framer:
 
     def gap(self, offset: int, length: int, frame: int, ts: float) -> list[Frame]:
         """``length`` bytes at ``offset`` will never arrive."""
+        self.want_end = 0
         if length <= 0:
             return []
         out: list[Frame] = self._settle()
@@ -243,6 +259,7 @@ class Framer:
 
     def finish(self) -> list[Frame]:
         """End of stream: flush what can be flushed, report the rest."""
+        self.want_end = 0
         out: list[Frame] = self._settle()
         if self.state == HUNTING:
             out.extend(self._hunt(True))
@@ -276,6 +293,7 @@ class Framer:
         """Leave BUFFERING: cut frames from the start (synced) or hunt for a boundary."""
         if self.state != BUFFERING:
             return []
+        self.want_end = 0
         self.state = SYNCED if synced else HUNTING
         self.scan = self.pos
         if not self.buf:
@@ -305,6 +323,7 @@ class Framer:
 
     def discard(self) -> None:
         """Forget everything buffered (connection ignored)."""
+        self.want_end = 0
         self.buf = bytearray()
         self.pos = 0
         self.segs.clear()
@@ -320,6 +339,7 @@ class Framer:
         return n
 
     def _drop_all(self, count: bool) -> None:
+        self.want_end = 0
         rest = len(self.buf) - self.pos
         if count and rest:
             self.skipped_bytes += rest
@@ -396,6 +416,8 @@ class Framer:
                 if size < 0 or size > max_frame:
                     self._lost_sync(size)
                     out.extend(self._hunt(False))
+                else:
+                    self.want_end = offset + pos + 4 + size
         else:
             self.base = offset + n
         return out
@@ -442,6 +464,8 @@ class Framer:
                     out.extend(self._rollback("an implausible message header"))
                     return out
             if n - self.pos < 4 + size:
+                if not self.probation:
+                    self.want_end = self.base + self.pos + 4 + size
                 break
             fr = self._emit(self.pos, size)
             self.pos += 4 + size

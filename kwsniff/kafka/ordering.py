@@ -28,7 +28,7 @@ Key = tuple
 
 class Reorderer:
     __slots__ = ("ready", "marks", "current", "versions", "limit", "next_index",
-                 "last_key", "_seq", "forcers", "out_of_order", "forced")
+                 "last_key", "_seq", "forcers", "out_of_order", "forced", "dirty")
 
     def __init__(self, limit: int = 10_000) -> None:
         self.ready: list[tuple[Key, int, Exchange]] = []
@@ -37,6 +37,7 @@ class Reorderer:
         self.versions: dict[Any, int] = {}
         self.forcers: dict[Any, Callable[[], bool]] = {}
         self.limit = limit
+        self.dirty = False       # something was added or an open key moved since drain()
         self.next_index = 1
         self.last_key: Key | None = None
         self._seq = 0
@@ -46,6 +47,7 @@ class Reorderer:
     def add(self, key: Key, exchange: Exchange) -> None:
         self._seq += 1
         heapq.heappush(self.ready, (key, self._seq, exchange))
+        self.dirty = True
 
     def register(self, owner: Any, force: Callable[[], bool]) -> None:
         self.forcers[owner] = force
@@ -54,6 +56,7 @@ class Reorderer:
         cur = self.current.get(owner)
         if cur == key:
             return
+        self.dirty = True
         ver = self.versions.get(owner, 0) + 1
         self.versions[owner] = ver
         if key is None:
@@ -85,6 +88,8 @@ class Reorderer:
         return None, None
 
     def drain(self, final: bool = False) -> list[Exchange]:
+        """Release what can be released now (everything when ``final``); calling it is
+        only useful when :attr:`dirty` (else it releases nothing)."""
         out: list[Exchange] = []
         ready = self.ready
         while ready:
@@ -107,6 +112,7 @@ class Reorderer:
             ex.index = self.next_index
             self.next_index += 1
             out.append(ex)
+        self.dirty = False
         return out
 
     def __len__(self) -> int:

@@ -6,7 +6,7 @@ import random
 import struct
 
 from kwsniff.kafka import plausible
-from kwsniff.kafka.framing import HUNTING, NO, SHORT, STRONG, SYNCED, WEAK, Framer
+from kwsniff.kafka.framing import HUNTING, NO, QUIET, SHORT, STRONG, SYNCED, WEAK, Framer
 
 
 def req(corr: int, body: bytes = b"", client: bytes = b"cli", key: int = 3, ver: int = 1) -> bytes:
@@ -179,3 +179,40 @@ def test_candidate_skips_zero_runs() -> None:
     assert _candidate(buf, 1001, len(buf)) == 1001      # 00 00 10 07
     assert _candidate(bytearray(bytes(50)), 0, 50) == -1
     assert _candidate(bytearray(b"\x01\x02"), 0, 2) == -1
+
+
+def test_bytes_inside_a_partial_frame_are_quiet_and_change_nothing() -> None:
+    # a 5,000-byte frame in 100-byte segments: the middle segments only extend it
+    stream = req(1, b"a" * 5000) + req(2)
+    fr = Framer(checker)
+    fr.start(True)
+    results = []
+    for pos in range(0, len(stream), 100):
+        key_before = fr.open_key()
+        got = fr.data(pos, stream[pos:pos + 100], pos // 100 + 1, float(pos))
+        results.append(got)
+        if got is QUIET:
+            assert key_before is not None and fr.open_key() == key_before
+    quiet = [r for r in results if r is QUIET]
+    assert len(quiet) == len(req(1, b"a" * 5000)) // 100 - 1
+    frames = [f for r in results for f in r]
+    assert [struct.unpack_from(">i", f.raw, 4)[0] for f in frames] == [1, 2]
+    assert (frames[0].frame_first, frames[0].frame_last) == (1, 51)
+    assert frames[0].raw == stream[4:len(req(1, b"a" * 5000))]
+
+
+def test_gap_inside_a_partial_frame_ends_the_quiet_path() -> None:
+    frame1 = req(1, b"b" * 3000)
+    stream = frame1 + req(2)
+    fr = Framer(checker)
+    fr.start(True)
+    assert fr.data(0, stream[:1000], 1, 1.0) == []
+    assert fr.data(1000, stream[1000:1500], 2, 2.0) is QUIET
+    fr.gap(1500, 500, 3, 3.0)                       # the frame is damaged: not quiet now
+    got = fr.data(2000, stream[2000:2100], 4, 4.0)
+    assert got is not QUIET
+    rest = fr.data(2100, stream[2100:], 5, 5.0)
+    frames = list(got) + list(rest)
+    # the damaged frame keeps the 1,496 body bytes before the hole; the rest is missing
+    assert len(frames[0].raw) == 1496 and frames[0].missing == len(frame1) - 4 - 1496
+    assert struct.unpack_from(">i", frames[-1].raw, 4)[0] == 2

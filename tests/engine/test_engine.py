@@ -200,3 +200,24 @@ def test_internal_error_is_contained(monkeypatch) -> None:  # type: ignore[no-un
     out = list(eng.run(merge(a, b)))
     assert [e.stream for e in out] == [1, 1, 1] and all(e.status == PAIRED for e in out)
     assert any("internal error in connection 0: RuntimeError: boom" in p for p in eng.summary.problems)
+
+
+def test_reorderer_is_dirty_only_after_a_change() -> None:
+    from kwsniff.kafka.model import Exchange
+    from kwsniff.kafka.ordering import Reorderer
+
+    r = Reorderer(limit=10)
+    owner = object()
+    r.register(owner, lambda: False)
+    r.set_open(owner, (5, 0, 0, 0))
+    assert r.dirty
+    assert r.drain() == [] and not r.dirty
+    r.set_open(owner, (5, 0, 0, 0))           # the same open key: nothing to do
+    assert not r.dirty
+    ex = Exchange.__new__(Exchange)
+    ex.problems = []
+    r.add((7, 0, 0, 0), ex)                   # held back behind the open key
+    assert r.dirty and r.drain() == [] and not r.dirty
+    r.set_open(owner, (9, 0, 0, 0))           # the key moved past it: released
+    assert r.dirty
+    assert r.drain() == [ex] and ex.index == 1 and not r.dirty

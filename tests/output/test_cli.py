@@ -131,3 +131,32 @@ def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
         shell=True, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert proc.stdout.startswith("Exchange 1: ")
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
+def test_one_command_imports_only_its_own_module() -> None:
+    code = ("import sys\nfrom kwsniff.cli import main\n"
+            "rc = main(['protocols'])\n"
+            "print(rc, sorted(m for m in sys.modules if m.startswith('kwsniff.commands.')),"
+            " file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.stderr.strip().splitlines()[-1] == "0 ['kwsniff.commands.protocols']"
+    assert "Produce" in proc.stdout
+
+
+def test_requested_command() -> None:
+    from kwsniff.cli import requested_command
+    assert requested_command(["--debug", "decode", "x.pcap"]) == "decode"
+    assert requested_command(["spark-decode", "-h"]) == "spark-decode"
+    assert requested_command(["nosuch"]) is None
+    assert requested_command(["--version"]) is None
+    assert requested_command(["--", "decode"]) is None
+
+
+def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for name in ("decode", "export", "stats", "live", "tui", "analyze", "spark-decode",
+                 "protocols"):
+        assert name in out
