@@ -213,6 +213,36 @@ def hex_string(data: bytes, max_bytes: int | None = None) -> str:
     return data.hex()
 
 
+def has_decoders() -> bool:
+    """Is any payload decoder registered (else :func:`builtin_view` is the whole
+    rendering)?"""
+    return bool(_registry)
+
+
+def builtin_view(data: bytes, max_chars: int | None = None) -> tuple[str, Any, str | None, bool]:
+    """The built-in view of non-empty ``data``: ``(kind, obj, text, truncated)`` with
+    kind ``json`` (``obj`` parsed, ``text`` None: made on demand), ``text`` or ``hex``
+    (``text`` cut after ``max_chars`` characters plus ``...``, then ``truncated``).
+    :func:`render_payload` wraps it in a :class:`Rendered`; hot paths may use the tuple."""
+    text = as_text(data)
+    if text is None:
+        shown = hex_string(data, max_chars // 2 + 1 if max_chars is not None else None)
+        if max_chars is not None and len(shown) > max_chars:
+            return KIND_HEX, None, shown[:max_chars] + "...", True
+        return KIND_HEX, None, shown, False
+    stripped = data.lstrip(_WS)
+    if stripped and stripped[0] in _JSON_START:
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):   # (JSON nested too deeply: shown as text)
+            pass
+        else:
+            return KIND_JSON, obj, None, False
+    if max_chars is not None and len(text) > max_chars:
+        return KIND_TEXT, None, text[:max_chars] + "...", True
+    return KIND_TEXT, None, text, False
+
+
 def render_payload(data: bytes | None, *, topic: str | None = None, partition: int | None = None,
                    part: str = "value", max_chars: int | None = None,
                    hooks: bool = True, header_key: str | None = None) -> Rendered:
@@ -235,21 +265,12 @@ def render_payload(data: bytes | None, *, topic: str | None = None, partition: i
                 except (TypeError, ValueError):
                     text = repr(obj)
             return _cut(Rendered(KIND_DECODED, text, obj, name, problems), max_chars)
-    text = as_text(data)
-    if text is None:
-        shown = hex_string(data, max_chars // 2 + 1 if max_chars is not None else None)
-        return _cut(Rendered(KIND_HEX, shown, problems=problems), max_chars)
-    stripped = data.lstrip(_WS)
-    if stripped and stripped[0] in _JSON_START:
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):   # (JSON nested too deeply: shown as text)
-            pass
-        else:
-            lazy = Rendered(KIND_JSON, None, obj, problems=problems)
-            lazy._limit = max_chars     # the pretty text is made (and cut) on first use
-            return lazy
-    return _cut(Rendered(KIND_TEXT, text, problems=problems), max_chars)
+    kind, obj, text, truncated = builtin_view(data, max_chars)
+    if kind == KIND_JSON:
+        lazy = Rendered(KIND_JSON, None, obj, problems=problems)
+        lazy._limit = max_chars     # the pretty text is made (and cut) on first use
+        return lazy
+    return Rendered(kind, text, problems=problems, truncated=truncated)
 
 
 def render_headers(headers: list[tuple[str, bytes | None]], *, topic: str | None = None,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kwsniff.kafka.model import Exchange, KafkaMessage
-from kwsniff.kafka.payload import render_payload
+from kwsniff.kafka.payload import builtin_view, has_decoders, render_payload
 from kwsniff.kafka.protocol import (
     enum_label,
     error_description,
@@ -114,7 +114,9 @@ def _utc_second(seconds: int) -> str | None:
         return None
 
 
+@lru_cache(maxsize=4096)
 def _format_ms(ms: int | None) -> str:
+    """``1700000000123 (2023-11-14T22:13:20.123Z)`` (cached: records share times)."""
     if ms is None:
         return "null"
     if ms < 0:
@@ -447,6 +449,11 @@ class _Builder:
                      header_key: str | None = None) -> TreeNode:
         """A key/value/header node; an object decoded by a payload plugin gets its fields
         as children, and the decoders' problems are shown under it."""
+        if data is None or not has_decoders():
+            # the common case, without a Rendered object: the built-in view's text
+            node = TreeNode(label, self._view_text(data))
+            parent.children.append(node)
+            return node
         # max_chars: only the shown part of a long value is rendered (a 40 KB binary
         # value is not turned into 80 KB of hex to show 256 characters of it)
         rendered = None if data is None else render_payload(
@@ -475,23 +482,40 @@ class _Builder:
     def _payload_text(self, data: bytes | None, rendered: Any) -> str:
         if data is None or rendered is None:
             return "null"
-        size = f"{len(data)} bytes"
-        if rendered.kind == "json" and rendered.obj is not None:
-            text = json.dumps(rendered.obj, ensure_ascii=False, separators=(",", ":"))
-        elif rendered.kind in ("text", "decoded") and isinstance(rendered.obj, (dict, list)):
-            text = json.dumps(rendered.obj, ensure_ascii=False, separators=(",", ":"),
-                              default=repr)
-        elif rendered.kind in ("text", "decoded"):
-            text = _quote(rendered.text) if rendered.kind == "text" else rendered.text
-        elif rendered.kind == "empty":
+        kind = rendered.kind
+        if kind == "empty":
             return "0 bytes"
-        else:
-            text = "hex " + rendered.text
+        obj = rendered.obj
+        return self._shown(len(data), kind, obj,
+                           None if kind == "json" and obj is not None else rendered.text,
+                           rendered.decoder)
+
+    def _view_text(self, data: bytes | None) -> str:
+        """:meth:`_payload_text` of the built-in view of ``data`` (no decoders)."""
+        if data is None:
+            return "null"
+        if not data:
+            return "0 bytes"
+        kind, obj, text, _ = builtin_view(bytes(data), self.value_chars)
+        return self._shown(len(data), kind, obj, text, None)
+
+    def _shown(self, size: int, kind: str, obj: Any, text: str | None,
+               decoder: str | None) -> str:
+        """The node value of a payload of ``size`` bytes seen as ``kind``."""
+        if kind == "json" and obj is not None:
+            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        elif kind in ("text", "decoded") and isinstance(obj, (dict, list)):
+            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=repr)
+        elif kind == "text":
+            text = _quote(text)  # type: ignore[arg-type]
+        elif kind != "decoded":
+            text = "hex " + text  # type: ignore[operator]
         limit = self.value_chars
-        if limit and len(text) > limit:
-            text = text[:limit] + "…"
-        suffix = f" [{rendered.decoder}]" if rendered.decoder else ""
-        return f"{text} ({size}){suffix}"
+        if limit and len(text) > limit:  # type: ignore[arg-type]
+            text = text[:limit] + "…"  # type: ignore[index]
+        if decoder:
+            return f"{text} ({size} bytes) [{decoder}]"
+        return f"{text} ({size} bytes)"
 
 
 def _item_hint(item: dict[str, Any]) -> str:

@@ -105,3 +105,19 @@ def test_sasl_odd_inputs_never_raise() -> None:
     for blob in (b"n,", b"c=", b"r=,s=,i=", b"v", b"\xff\xfe", b"n,,\x01", b"\x01\x01"):
         decode_sasl_token(blob)
         decode_token(blob, "OAUTHBEARER", True)
+
+
+@pytest.mark.parametrize("data", [b"plain text", b"\x00\x01\xff" * 300, b'{"a": [1, 2]}',
+                                  b" [1,2", "é" .encode() * 400, b"x" * 1000, b"[" * 5000,
+                                  b"tab\tand\nnewline", b"bell\x07"])
+@pytest.mark.parametrize("limit", [None, 10, 256])
+def test_builtin_view_is_what_render_payload_shows(data: bytes, limit: int | None) -> None:
+    # the -V tree uses the tuple directly when no decoder is registered
+    assert not payload.has_decoders()
+    kind, obj, text, truncated = payload.builtin_view(data, limit)
+    r = render_payload(data, max_chars=limit)
+    assert (kind, obj) == (r.kind, r.obj)
+    if kind != "json":
+        assert (text, truncated) == (r.text, r.truncated)
+    else:
+        assert text is None
