@@ -143,7 +143,7 @@ def _scalar(name: str, value: Any, enum: str | None, protocol: str) -> tuple[str
             if value == 0:
                 return "0 (NONE)", None
             return f"{value} ({error_label(value, protocol)})", "error"
-        label = enum_label(enum, value)
+        label = enum_label(enum, value) if enum is not None else None
         return (f"{value} ({label})" if label else str(value)), None
     if isinstance(value, str):
         return _quote(value), None
@@ -176,6 +176,11 @@ def _struct_info(name: str, version: int, names: tuple[str, ...]) -> Any:
 
 # ----------------------------------------------------------------------------- builder
 
+#: (schema, section, field names, struct info) -> {field: (about, enum)}, shared by all
+#: builders (see ``_Builder._known``); cleared when it reaches ``_KNOWN_LIMIT`` structs
+_KNOWN: dict[tuple[Any, ...], dict[str, tuple[str | None, str | None]]] = {}
+_KNOWN_LIMIT = 16384
+
 class _Builder:
     """Builds the nodes of one message; knows its schema and byte ranges."""
 
@@ -189,6 +194,8 @@ class _Builder:
             if isinstance(msg.header, dict) else msg.api_version
         self.modern = protocol != LEGACY_PROTOCOL and msg.api_key is not None \
             and self.version is not None
+        # what info() depends on: the key of this message's tables in _KNOWN
+        self._schema = (self.modern, msg.api_key, self.kind, self.version, msg.header_version)
         self.spans: dict[tuple[str, tuple[Any, ...]], tuple[int, int]] = {}
         if spans and protocol != LEGACY_PROTOCOL:
             for s in field_spans(msg):
@@ -198,8 +205,10 @@ class _Builder:
              about: str | None = None, style: str | None = None) -> TreeNode:
         span = self.spans.get((section, path)) if self.spans else None
         if span is None:
-            return TreeNode(label, value, message=self.kind, about=about,
-                            path=(section, *path), style=style)
+            # positional (label, value, children, start, length, message, about, path,
+            # style): this runs for every field of every message
+            return TreeNode(label, value, [], None, None, self.kind, about, (section, *path),
+                            style)
         return TreeNode(label, value, start=span[0], length=span[1], message=self.kind,
                         about=about, path=(section, *path), style=style)
 
@@ -218,6 +227,12 @@ class _Builder:
                names: tuple[str, ...] = ()) -> None:
         """Nodes for the fields of ``obj``; ``path`` is its field path with array
         indexes, ``names`` the same without them (for the schema metadata)."""
+        meta = False           # does obj carry _redacted_/_decoded_ notes for its fields?
+        for key in obj:
+            if key[:1] == "_" and key != "_unknown_tags" and key != "_problems":
+                meta = True
+                break
+        known = self._known(section, names, struct_info)
         for key, value in obj.items():
             if key[:1] == "_":
                 if key == "_unknown_tags":
@@ -227,14 +242,25 @@ class _Builder:
                         parent.add(TreeNode("Problem", str(p), style="warn"))
                 continue
             fnames = (*names, key)
-            info = self.info(section, fnames) if struct_info is None else \
-                self._struct_info(struct_info, fnames)
-            if info is None:
-                about = enum = None
-            else:
-                about, enum = info.about, info.enum
-            self.value(parent, key, value, section, (*path, key), about, enum, obj,
-                       struct_info, fnames)
+            about_enum = known.get(key)
+            if about_enum is None:
+                info = self.info(section, fnames) if struct_info is None else \
+                    self._struct_info(struct_info, fnames)
+                about_enum = (None, None) if info is None else (info.about, info.enum)
+                known[key] = about_enum
+            self.value(parent, key, value, section, (*path, key), about_enum[0], about_enum[1],
+                       obj, struct_info, fnames, meta)
+
+    def _known(self, section: str, names: tuple[str, ...], struct_info: Any) -> dict:
+        """``key -> (about, enum)`` of the fields of the struct at ``names`` (filled as
+        they are met: one lookup per struct and field instead of one per value)."""
+        ck = (self._schema, section, names, struct_info)
+        table = _KNOWN.get(ck)
+        if table is None:
+            if len(_KNOWN) >= _KNOWN_LIMIT:
+                _KNOWN.clear()
+            table = _KNOWN[ck] = {}
+        return table
 
     def _struct_info(self, schema: tuple[str, int | None], names: tuple[Any, ...]) -> Any:
         name, version = schema
@@ -245,7 +271,24 @@ class _Builder:
     def value(self, parent: TreeNode, key: str, value: Any, section: str,
               path: tuple[Any, ...], about: str | None, enum: str | None,
               holder: dict[str, Any], struct_info: Any = None,
-              names: tuple[str, ...] | None = None) -> None:
+              names: tuple[str, ...] | None = None, meta: bool = True) -> None:
+        t = type(value)
+        if t is int or t is str:
+            # the most common values first; same text as the general path below
+            text, style = _scalar(key, value, enum, self.protocol)
+            if key == "TopicId" and isinstance(holder.get("_topic_name"), str):
+                text += f" ({holder['_topic_name']})"
+            if meta and holder.get(f"_redacted_{key}"):
+                text += " (secrets masked)"
+            node = self.node(key, text, section, path, about, style)
+            parent.children.append(node)
+            if style == "error":
+                node.about = f"{error_name(value)}: {error_description(value)}"
+            if meta:
+                decoded = holder.get(f"_decoded_{key}")
+                if isinstance(decoded, dict):
+                    self.embedded(node, decoded)
+            return
         if names is None:
             names = tuple(p for p in path if not isinstance(p, int))
         if isinstance(value, dict):
@@ -371,8 +414,10 @@ class _Builder:
             else " (not checked: truncated)")
         node.add(TreeNode("CRC", crc_text, message=self.kind,
                           style="error" if crc_ok is False else None))
+        kind = self.kind
         for label, value in rows:
-            node.add(TreeNode(label, "null" if value is None else str(value), message=self.kind))
+            node.children.append(TreeNode(label, "null" if value is None else str(value),
+                                          [], None, None, kind))
         if b.attributes is not None:
             attrs = [f"compression {b.codec_name}"]
             if b.timestamp_type:
@@ -393,7 +438,7 @@ class _Builder:
                                  ("RecordCount", b.declared_count)):
                 text = _format_ms(value) if "Timestamp" in label and value is not None \
                     else ("null" if value is None else str(value))
-                node.add(TreeNode(label, text, message=self.kind))
+                node.children.append(TreeNode(label, text, [], None, None, kind))
         recs = b.records    # decodes (and decompresses) the batch
         if b.compressed_size is not None:
             node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> {b.decompressed_size} "
