@@ -714,6 +714,14 @@ def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = Fal
                 indent: str = "    ") -> Iterator[str]:
     """Indented text lines of a tree; ``offsets`` appends ``[start-end)`` byte ranges."""
     plain_palette = not palette.enabled     # every style is the identity
+    if plain_palette and not offsets:
+        try:
+            lines = _plain_lines(root, indent)
+        except RecursionError:
+            pass                    # a very deep tree: the explicit stack below copes
+        else:
+            yield from lines
+            return
     name, heading = palette.name, palette.heading
     pads: list[str] = []
     # depth-first with an explicit stack of child iterators (no per-node tuples)
@@ -745,6 +753,32 @@ def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = Fal
         while len(pads) <= depth:
             pads.append(indent * len(pads))
         yield pads[depth] + text
+
+
+def _plain_lines(root: TreeNode, indent: str) -> list[str]:
+    """The lines :func:`render_tree` yields without colours and offsets, by recursion
+    over the nodes that have children (raises RecursionError on trees deeper than the
+    interpreter allows; the caller then uses the general walk)."""
+    out: list[str] = []
+    append = out.append
+
+    def emit(nodes: list[TreeNode], pad: str) -> None:
+        inner = pad + indent
+        for node in nodes:
+            label, value = node.label, node.value
+            if not label.isprintable():
+                label = printable(label)
+            if value:
+                if not value.isprintable():
+                    value = printable(value)
+                append(f"{pad}{label}: {value}")
+            else:
+                append(pad + label)
+            if node.children:
+                emit(node.children, inner)
+
+    emit([root], "")
+    return out
 
 
 def find_node(root: TreeNode, path: tuple[Any, ...], message: str) -> TreeNode | None:

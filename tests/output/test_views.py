@@ -196,3 +196,32 @@ def test_legacy_07_and_raw_sasl_exchanges():
     text = "\n".join(render_tree(build_tree(sasl)))
     assert 'Mechanism: "PLAIN"' in text and "SASL token from the client" in text
     assert "Request header" not in text
+
+
+def test_plain_render_matches_the_general_walk_and_survives_deep_trees() -> None:
+    from kwsniff.output import tree as tree_mod
+    from kwsniff.output.tree import TreeNode, render_tree
+
+    root = TreeNode("Exchange 1", "x")
+    a = root.add(TreeNode("A", ""))
+    a.add(TreeNode("ctl\x1b", "bell\x07"))
+    a.add(TreeNode("B", "2")).add(TreeNode("C", ""))
+    root.add(TreeNode("D", "tab\there"))
+    plain = list(render_tree(root))
+    assert plain == ["Exchange 1: x", "    A", "        ctl\\x1b: bell\\x07", "        B: 2",
+                     "            C", "    D: tab\\there"]
+
+    def too_deep(*_args: object) -> list[str]:
+        raise RecursionError
+
+    with pytest.MonkeyPatch.context() as mp:      # the general walk gives the same lines
+        mp.setattr(tree_mod, "_plain_lines", too_deep)
+        assert list(render_tree(root)) == plain
+    # deeper than the recursion limit: falls back to the explicit stack, same text
+    deep = TreeNode("L0", "")
+    node = deep
+    for i in range(1, 5000):
+        node = node.add(TreeNode(f"L{i}", str(i)))
+    lines = list(render_tree(deep))
+    assert len(lines) == 5000
+    assert lines[4999] == "    " * 4999 + "L4999: 4999"
