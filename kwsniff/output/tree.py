@@ -713,15 +713,19 @@ def build_tree(exchange: Exchange, *, spans: bool = False,
 def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = False,
                 indent: str = "    ") -> Iterator[str]:
     """Indented text lines of a tree; ``offsets`` appends ``[start-end)`` byte ranges."""
-    plain_palette = not palette.enabled     # every style is the identity
-    if plain_palette and not offsets:
+    if not palette.enabled and not offsets:
         try:
-            lines = _plain_lines(root, indent)
+            return iter(_plain_lines(root, indent))
         except RecursionError:
-            pass                    # a very deep tree: the explicit stack below copes
-        else:
-            yield from lines
-            return
+            pass                    # a very deep tree: the explicit stack copes
+    return _render_walk(root, palette, offsets, indent)
+
+
+def _render_walk(root: TreeNode, palette: Palette, offsets: bool, indent: str
+                 ) -> Iterator[str]:
+    """:func:`render_tree` by a depth-first walk with an explicit stack (any depth,
+    colours, offsets)."""
+    plain_palette = not palette.enabled     # every style is the identity
     name, heading = palette.name, palette.heading
     pads: list[str] = []
     # depth-first with an explicit stack of child iterators (no per-node tuples)
