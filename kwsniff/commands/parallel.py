@@ -1,0 +1,384 @@
+"""``decode -j N``: one capture file decoded by N forked processes, output identical to one.
+
+Contract:
+
+* :func:`decoding_jobs` picks the number of processes: 1 for ``-j 1``, ``-c``, standard
+  input, a capture that cannot be opened (the one-process path reports it), or when a
+  plugin registered hooks (their reports and failure counts are per-run state);
+  ``-j N`` otherwise; ``auto`` (the default) uses one process for compressed captures
+  and files under :data:`AUTO_MIN_BYTES`, else ``min(usable CPUs, AUTO_MAX_JOBS)``.
+* :func:`decode_in_parallel` writes exactly the standard output and standard error of
+  the one-process ``decode``. Every worker runs the whole engine over the whole capture
+  (identical engine state, exchange indexes, counters and topic-id resolution) and does
+  the output work (facts, display filter, summary line / -V tree / -x dump) only for
+  the exchanges it owns: block ``(index - 1) // BLOCK`` belongs to worker
+  ``block % N``. Of the other exchanges it walks the facts only of messages whose
+  schema can teach topic names (a struct with a ``TopicId``, or an unknown schema), so
+  the output layer's topic-id -> name map learns exactly as in one process.
+* Each worker writes length-prefixed records into its own pipe, in index order: one
+  text record per owned block (empty when the filter dropped all of it) and a final
+  record with its counters. The parent reads block ``b`` from worker ``b % N``, writes
+  the text, sums the display counters (shown, exchange problems) and checks that the
+  engine counters of all workers agree. Workers never touch standard output or error.
+* A worker that fails (exception, signal, early exit) or disagrees is reported as
+  ``internal error: decoding worker K failed: ...`` (exit status 70); on any exit of
+  the parent (end, error, Ctrl-C, broken output pipe) the workers are terminated and
+  reaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, BinaryIO
+
+from kwsniff.commands.decode import engine_options, exchange_printer, report_end
+from kwsniff.errors import CaptureError, UserError
+from kwsniff.kafka.model import Exchange, KafkaMessage
+from kwsniff.kafka.protocol.schema import message_schema
+from kwsniff.kafka.topic_ids import has_topic_ids
+from kwsniff.output.facts import ExchangeFacts, TopicNames
+from kwsniff.output.filter import DisplayFilter
+from kwsniff.output.pipeline import Selection
+from kwsniff.output.summary import SummaryFormatter
+
+#: ``auto`` decodes smaller (uncompressed) captures in one process
+AUTO_MIN_BYTES = 16 << 20
+#: ``auto`` uses at most this many processes
+AUTO_MAX_JOBS = 4
+#: consecutive exchanges one worker renders (one record, one write in the parent)
+BLOCK = 32
+#: a worker's pipe writes are batched up to this many bytes
+WRITE_BATCH = 64 << 10
+#: pipe buffer requested from the kernel (best effort)
+PIPE_SIZE = 1 << 20
+
+_HEADER = struct.Struct("<cI")       # record kind, payload length
+_TEXT, _FINAL, _ERROR = b"T", b"F", b"E"
+
+
+class WorkerFailed(UserError):
+    """A decoding worker crashed, exited early or disagreed with the others."""
+
+    exit_code = 70
+
+    def __init__(self, worker: int, why: str) -> None:
+        super().__init__(f"internal error: decoding worker {worker} failed: {why}")
+
+
+# ----------------------------------------------------------------------------- choice
+
+def _plugins_hooked() -> bool:
+    from kwsniff.plugin_api.cli import active_manager
+    manager = active_manager()
+    for plugin in getattr(manager, "plugins", None) or ():
+        ctx = getattr(plugin, "context", None)
+        if ctx is not None and ctx.guards:
+            return True
+    return False
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def decoding_jobs(args: argparse.Namespace) -> int:
+    """How many processes ``decode`` uses (see the module contract)."""
+    jobs = getattr(args, "jobs", 1)
+    if jobs == 1 or getattr(args, "count", None) is not None or args.capture == "-" \
+            or not hasattr(os, "fork") or _plugins_hooked():
+        return 1
+    try:
+        size = os.stat(args.capture).st_size
+        from kwsniff.capture import open_capture
+        with open_capture(args.capture) as source:
+            compressed = source.compression is not None
+    except (OSError, CaptureError):
+        return 1
+    if jobs is None:
+        if compressed or size < AUTO_MIN_BYTES:
+            return 1
+        jobs = min(_usable_cpus(), AUTO_MAX_JOBS)
+    return max(1, jobs)
+
+
+# ----------------------------------------------------------------------------- workers
+
+_TEACHES: dict[tuple[int, str, int], bool] = {}
+
+
+def _teaches(msg: KafkaMessage | None) -> bool:
+    """Whether the facts walk of ``msg`` can teach topic names: its schema has a
+    ``TopicId`` somewhere, or its schema is unknown (the body is walked to be sure)."""
+    if msg is None or type(msg.body) is not dict:
+        return False
+    key, version = msg.api_key, msg.api_version
+    if key is None or version is None:
+        return True
+    k = (key, msg.kind, version)
+    known = _TEACHES.get(k)
+    if known is None:
+        known = message_schema(key, msg.kind, version) is None or \
+            has_topic_ids(key, msg.kind, version)
+        _TEACHES[k] = known
+    return known
+
+
+class _Sink:
+    """Length-prefixed records into a pipe, written in batches."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = bytearray()
+
+    def record(self, kind: bytes, payload: bytes) -> None:
+        buf = self.buf
+        buf += _HEADER.pack(kind, len(payload))
+        buf += payload
+        if len(buf) >= WRITE_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        view = memoryview(self.buf)
+        while view:
+            view = view[os.write(self.fd, view):]
+        view.release()
+        self.buf.clear()
+
+
+def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNames,
+           end_block: Any) -> Iterator[Exchange]:
+    """The exchanges of ``worker``'s blocks; ``end_block()`` after each of them. The
+    others only teach ``names`` (when their schema can)."""
+    block, mine = -1, False
+    for ex in exchanges:
+        b = (ex.index - 1) // BLOCK
+        if b != block:
+            if mine:
+                end_block()
+            block, mine = b, b % jobs == worker
+        if mine:
+            yield ex
+        elif _teaches(ex.request) or _teaches(ex.response):
+            ExchangeFacts(ex, names).response_side   # noqa: B018 - walks both, learning
+    if mine:
+        end_block()
+
+
+def _work(args: argparse.Namespace, worker: int, jobs: int,
+          display_filter: DisplayFilter | None, palette: Any, sink: _Sink) -> None:
+    from kwsniff.capture import open_capture
+    from kwsniff.engine import Engine
+    engine = Engine(engine_options(args))
+    selection = Selection(display_filter, None)
+    formatter = SummaryFormatter(palette, args.time_format)
+    parts: list[str] = []
+    emit = exchange_printer(args, palette, formatter, parts.append)
+
+    def end_block() -> None:
+        sink.record(_TEXT, "".join(parts).encode("utf-8", "surrogatepass"))
+        parts.clear()
+
+    with open_capture(args.capture) as source:
+        owned = _owned(engine.run(source), worker, jobs, selection.names, end_block)
+        for ex, facts in selection(owned):
+            if formatter.start_ts is None:
+                formatter.start_ts = engine.summary.first_ts
+            emit(ex, facts)
+        final = {"engine": (engine.summary.exchanges_total,
+                            _engine_counters(engine, source)),
+                 "capture_problems": list(getattr(source, "problems", ())),
+                 "shown": selection.shown, "problems": selection.problems}
+    sink.record(_FINAL, pickle.dumps(final))
+    sink.flush()
+
+
+def _engine_counters(engine: Any, source: Any) -> dict[str, int]:
+    from kwsniff.output.pipeline import run_counters
+    return run_counters(engine.summary, getattr(source, "problems", ()), 0)
+
+
+def _worker_main(args: argparse.Namespace, worker: int, jobs: int,
+                 display_filter: DisplayFilter | None, palette: Any, fd: int) -> None:
+    """Body of a forked worker; never returns."""
+    code = 1
+    sink = _Sink(fd)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent ends the workers
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+        _work(args, worker, jobs, display_filter, palette, sink)
+        code = 0
+    except BaseException as err:  # noqa: BLE001 - reported by the parent
+        try:
+            sink.buf.clear()
+            sink.record(_ERROR, f"{type(err).__name__}: {err}".encode("utf-8", "replace"))
+            sink.flush()
+        except BaseException:  # noqa: BLE001 - the parent is gone or reports the exit
+            pass
+    finally:
+        os._exit(code)
+
+
+# ----------------------------------------------------------------------------- parent
+
+def _read_exact(reader: BinaryIO, n: int) -> bytes:
+    data = reader.read(n)
+    return data if data is not None else b""
+
+
+def _exit_text(pid: int) -> str:
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return "exited"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by signal {name}"
+    return f"exited with status {os.WEXITSTATUS(status)} before the end of its output"
+
+
+class _Workers:
+    """The forked workers and the read ends of their pipes."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+        self.readers: list[BinaryIO] = []
+
+    def start(self, args: argparse.Namespace, jobs: int,
+              display_filter: DisplayFilter | None, palette: Any) -> None:
+        pipes = []
+        try:
+            for _ in range(jobs):
+                pipes.append(os.pipe())
+                try:    # fewer context switches (best effort; Linux)
+                    fcntl.fcntl(pipes[-1][0], fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+                except (AttributeError, OSError):
+                    pass
+            for k in range(jobs):
+                pid = os.fork()
+                if pid == 0:       # the worker
+                    for j, (r, w) in enumerate(pipes):
+                        os.close(r)
+                        if j != k:
+                            os.close(w)
+                    _worker_main(args, k, jobs, display_filter, palette, pipes[k][1])
+                self.pids.append(pid)
+        finally:
+            for r, w in pipes:
+                os.close(w)
+                self.readers.append(os.fdopen(r, "rb", buffering=PIPE_SIZE))
+
+    def read(self, k: int) -> tuple[bytes, bytes]:
+        """The next record of worker ``k``; a failure or early end is WorkerFailed."""
+        reader = self.readers[k]
+        head = _read_exact(reader, _HEADER.size)
+        if len(head) == _HEADER.size:
+            kind, size = _HEADER.unpack(head)
+            payload = _read_exact(reader, size)
+            if len(payload) == size:
+                if kind == _ERROR:
+                    raise WorkerFailed(k + 1, payload.decode("utf-8", "replace"))
+                return kind, payload
+        raise WorkerFailed(k + 1, _exit_text(self.pop_pid(k)))
+
+    def pop_pid(self, k: int) -> int:
+        pid = self.pids[k]
+        self.pids[k] = 0
+        return pid
+
+    def finish(self) -> None:
+        """Reap every worker; one that did not exit cleanly is WorkerFailed."""
+        for k in range(len(self.pids)):
+            pid = self.pop_pid(k)
+            if pid:
+                _, status = os.waitpid(pid, 0)
+                if status != 0:
+                    self.pids[k] = 0
+                    raise WorkerFailed(k + 1, "exited with status "
+                                       f"{os.waitstatus_to_exitcode(status)}")
+
+    def stop(self) -> None:
+        """Terminate and reap the workers still running; close the pipes."""
+        for reader in self.readers:
+            try:
+                reader.close()
+            except OSError:
+                pass
+        for k, pid in enumerate(self.pids):
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for k, pid in enumerate(self.pids):
+            if pid:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+                self.pids[k] = 0
+
+
+def decode_in_parallel(args: argparse.Namespace, jobs: int,
+                       display_filter: DisplayFilter | None, palette: Any,
+                       out: IO[str]) -> int:
+    """Run ``decode`` on ``jobs`` worker processes (see the module contract)."""
+    from kwsniff.capture import open_capture
+    with open_capture(args.capture):      # errors exactly as in one process
+        pass
+    out.flush()
+    sys.stderr.flush()
+    workers = _Workers()
+    try:
+        workers.start(args, jobs, display_filter, palette)
+        write = out.write
+        read = workers.read
+        block = 0
+        while True:
+            k = block % jobs
+            kind, payload = read(k)
+            if kind != _TEXT:
+                break
+            if payload:
+                write(payload.decode("utf-8", "surrogatepass"))
+            block += 1
+        finals: dict[int, dict[str, Any]] = {}
+        for j in [k, *(j for j in range(jobs) if j != k)]:
+            if j != k:
+                kind, payload = read(j)
+            if kind != _FINAL:
+                raise WorkerFailed(j + 1, "its records do not match the other workers'")
+            finals[j] = pickle.loads(payload)
+        workers.finish()
+        first = finals[0]
+        total, counters = first["engine"]
+        for j in range(1, jobs):
+            if finals[j]["engine"] != first["engine"] or \
+                    finals[j]["capture_problems"] != first["capture_problems"]:
+                raise WorkerFailed(j + 1, "its run counters differ from worker 1's")
+        if block != -(-total // BLOCK):
+            raise WorkerFailed(k + 1, f"{block} output blocks for {total} exchanges")
+        counters = dict(counters)
+        counters["problems"] += sum(f["problems"] for f in finals.values())
+        out.flush()
+        report_end(counters, sum(f["shown"] for f in finals.values()),
+                   first["capture_problems"])
+    finally:
+        workers.stop()
+    return 0
