@@ -33,6 +33,7 @@ import fcntl
 import os
 import pickle
 import signal
+import stat
 import struct
 import sys
 from collections.abc import Iterable, Iterator
@@ -98,17 +99,29 @@ def decoding_jobs(args: argparse.Namespace) -> int:
             or not hasattr(os, "fork") or _plugins_hooked():
         return 1
     try:
-        size = os.stat(args.capture).st_size
-        from kwsniff.capture import open_capture
-        with open_capture(args.capture) as source:
-            compressed = source.compression is not None
-    except (OSError, CaptureError):
+        info = os.stat(args.capture)
+    except OSError:
+        return 1
+    if not stat.S_ISREG(info.st_mode):        # a pipe cannot be read N times
         return 1
     if jobs is None:
-        if compressed or size < AUTO_MIN_BYTES:
+        if info.st_size < AUTO_MIN_BYTES:
             return 1
         jobs = min(_usable_cpus(), AUTO_MAX_JOBS)
+        if jobs > 1 and _compressed(args.capture):
+            return 1
     return max(1, jobs)
+
+
+def _compressed(path: str) -> bool:
+    """Whether the capture is compressed (True too when it cannot be opened: the
+    one-process path then reports why)."""
+    from kwsniff.capture import open_capture
+    try:
+        with open_capture(path) as source:
+            return source.compression is not None
+    except (OSError, CaptureError):
+        return True
 
 
 # ----------------------------------------------------------------------------- workers
@@ -175,7 +188,8 @@ def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNa
 
 
 def _work(args: argparse.Namespace, worker: int, jobs: int,
-          display_filter: DisplayFilter | None, palette: Any, sink: _Sink) -> None:
+          display_filter: DisplayFilter | None, palette: Any, sink: _Sink,
+          parent: int) -> None:
     from kwsniff.capture import open_capture
     from kwsniff.engine import Engine
     engine = Engine(engine_options(args))
@@ -189,6 +203,8 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
         parts.clear()
 
     with open_capture(args.capture) as source:
+        if os.getppid() != parent:
+            return      # the parent is gone already
         owned = _owned(engine.run(source), worker, jobs, selection.names, end_block)
         for ex, facts in selection(owned):
             if formatter.start_ts is None:
@@ -207,22 +223,32 @@ def _engine_counters(engine: Any, source: Any) -> dict[str, int]:
     return run_counters(engine.summary, getattr(source, "problems", ()), 0)
 
 
+def _end_with_parent() -> None:
+    """Linux: SIGTERM this worker when the parent dies, even by SIGKILL (best effort)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _worker_main(args: argparse.Namespace, worker: int, jobs: int,
-                 display_filter: DisplayFilter | None, palette: Any, fd: int) -> None:
+                 display_filter: DisplayFilter | None, palette: Any, fd: int,
+                 parent: int) -> None:
     """Body of a forked worker; never returns."""
     code = 1
     sink = _Sink(fd)
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent ends the workers
+        _end_with_parent()
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 1)
         os.dup2(null, 2)
         os.close(null)
-        _work(args, worker, jobs, display_filter, palette, sink)
+        _work(args, worker, jobs, display_filter, palette, sink, parent)
         code = 0
     except BaseException as err:  # noqa: BLE001 - reported by the parent
-        try:
-            sink.buf.clear()
+        try:    # after the blocks already rendered, as one process would have shown
             sink.record(_ERROR, f"{type(err).__name__}: {err}".encode("utf-8", "replace"))
             sink.flush()
         except BaseException:  # noqa: BLE001 - the parent is gone or reports the exit
@@ -263,6 +289,7 @@ class _Workers:
     def start(self, args: argparse.Namespace, jobs: int,
               display_filter: DisplayFilter | None, palette: Any) -> None:
         pipes = []
+        parent = os.getpid()
         try:
             for _ in range(jobs):
                 pipes.append(os.pipe())
@@ -277,7 +304,7 @@ class _Workers:
                         os.close(r)
                         if j != k:
                             os.close(w)
-                    _worker_main(args, k, jobs, display_filter, palette, pipes[k][1])
+                    _worker_main(args, k, jobs, display_filter, palette, pipes[k][1], parent)
                 self.pids.append(pid)
         finally:
             for r, w in pipes:

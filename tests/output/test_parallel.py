@@ -1,0 +1,204 @@
+"""decode -j N: byte-identical to one process, workers' failures reported, clean exits."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kwsniff.cli import main
+from kwsniff.commands import parallel
+from kwsniff.output.summary import SummaryFormatter
+
+ROOT = Path(__file__).resolve().parents[2]
+PCAPS = sorted((ROOT / "pcaps").glob("*.pcap"))
+TANSU = ROOT / "pcaps" / "tansu-admin.pcap"
+GROUP = ROOT / "pcaps" / "rdkafka-consumer-group.pcap"
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not PCAPS,
+                                reason="needs fork and the captures in pcaps/")
+
+
+@pytest.fixture(autouse=True)
+def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Blocks of 1 and 3 exchanges interleave the workers on small captures; a test
+    that hangs fails after a minute instead of blocking the suite."""
+    monkeypatch.setattr(parallel, "BLOCK", 1)
+
+    def too_long(*_: object) -> None:
+        raise TimeoutError("decode -j hangs")
+
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _same(capsys: pytest.CaptureFixture[str], argv: list[str], jobs: int) -> str:
+    one = _run(capsys, ["decode", "-j", "1", *argv])
+    many = _run(capsys, ["decode", "-j", str(jobs), *argv])
+    assert many == one
+    return one[1]
+
+
+@pytest.mark.parametrize("pcap", PCAPS, ids=lambda p: p.name)
+def test_identical_every_capture(capsys: pytest.CaptureFixture[str], pcap: Path) -> None:
+    _same(capsys, [str(pcap)], 2)
+    _same(capsys, ["-V", "-x", str(pcap)], 3)
+
+
+@pytest.mark.parametrize("argv", [
+    ["-Y", "kafka.api_key == 1"],
+    ["-Y", "api_key == 1"],
+    ["-Y", 'topic == "admin-orders"'],
+    ["-Y", "topic_id"],
+    ["-Y", "api == Metadata or error", "-V"],
+    ["--color", "always"],
+    ["--color", "always", "-V", "--offsets"],
+    ["-t", "ad"],
+    ["-t", "e", "-x", "--full-values", "-V"],
+], ids=lambda a: " ".join(a))
+@pytest.mark.parametrize("pcap", [TANSU, GROUP], ids=lambda p: p.name)
+def test_identical_options(capsys: pytest.CaptureFixture[str], pcap: Path,
+                           argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    if argv[:2] == ["-Y", "kafka.api_key == 1"]:
+        code, _, err = _run(capsys, ["decode", "-j", "2", *argv, str(pcap)])
+        assert code == 2 and "bad display filter" in err    # no such field: same error
+        return
+    _same(capsys, [*argv, str(pcap)], 2)
+    monkeypatch.setattr(parallel, "BLOCK", 3)
+    _same(capsys, [*argv, str(pcap)], 3)
+
+
+def test_topic_names_learnt_as_in_one_process() -> None:
+    """Every worker's output-layer topic-name map ends up equal (content and order) to
+    the one-process map, though it walks the facts of few exchanges it does not own."""
+    from kwsniff.capture import open_capture
+    from kwsniff.engine import Engine
+    from kwsniff.output.pipeline import Selection
+
+    def names(worker: int | None, jobs: int = 3) -> list[tuple[str, str]]:
+        selection = Selection()
+        with open_capture(str(TANSU)) as source:
+            exchanges = Engine().run(source)
+            if worker is not None:
+                exchanges = parallel._owned(exchanges, worker, jobs, selection.names,
+                                            lambda: None)
+            for _ in selection(exchanges):
+                pass
+        return list(selection.names._names.items())
+
+    expected = names(None)
+    assert expected      # the capture teaches names (DeleteTopics, Metadata v12, ...)
+    for worker in range(3):
+        assert names(worker) == expected
+
+
+def test_teaching_schemas() -> None:
+    from kwsniff.kafka.model import KafkaMessage
+    body: dict = {}
+    assert parallel._teaches(KafkaMessage("response", b"", 3, 12, body=body))   # Metadata
+    assert parallel._teaches(KafkaMessage("request", b"", 1, 13, body=body))    # Fetch ids
+    assert not parallel._teaches(KafkaMessage("request", b"", 1, 12, body=body))
+    assert not parallel._teaches(KafkaMessage("request", b"", 0, 8, body=body))  # Produce
+    assert not parallel._teaches(KafkaMessage("response", b"", 3, 12, body=None))
+    assert parallel._teaches(KafkaMessage("response", b"", 9999, 0, body=body))  # unknown
+
+
+def test_jobs_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kwsniff.cli import build_parser
+
+    def jobs(*argv: str) -> int:
+        args = build_parser("decode").parse_args(["decode", *argv])
+        return parallel.decoding_jobs(args)
+
+    small = str(TANSU)
+    assert jobs(small) == 1                      # auto: small file
+    assert jobs("-j", "3", small) == 3
+    assert jobs("-j", "3", "-c", "5", small) == 1
+    assert jobs("-j", "3", "-") == 1
+    assert jobs("-j", "3", str(tmp_path / "missing.pcap")) == 1
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert jobs("-j", "3", str(fifo)) == 1       # a pipe cannot be read by every worker
+    packed = tmp_path / "t.pcap.gz"
+    packed.write_bytes(gzip.compress(TANSU.read_bytes()))
+    monkeypatch.setattr(parallel, "AUTO_MIN_BYTES", 0)
+    assert jobs(str(packed)) == 1                # auto: compressed
+    assert jobs("-j", "2", str(packed)) == 2
+    assert jobs(small) == min(parallel._usable_cpus(), parallel.AUTO_MAX_JOBS)
+
+
+@pytest.mark.parametrize("how", ["exception", "signal"])
+def test_crashing_worker_is_reported(capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    parent = os.getpid()
+    real = SummaryFormatter.format
+
+    def crash(self: SummaryFormatter, exchange, facts=None):  # noqa: ANN001, ANN202
+        if os.getpid() != parent and exchange.index == 5:
+            if how == "signal":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError("boom")
+        return real(self, exchange, facts)
+
+    monkeypatch.setattr(SummaryFormatter, "format", crash)
+    code, out, err = _run(capsys, ["decode", "-j", "2", str(GROUP)])
+    why = "RuntimeError: boom" if how == "exception" else "killed by signal SIGKILL"
+    assert code == 70
+    # exchange 5 belongs to worker 1 of 2 with blocks of one exchange
+    assert err == f"kwsniff decode: internal error: decoding worker 1 failed: {why}\n"
+    if how == "exception":   # what was rendered before the failure is shown
+        assert len(out.splitlines()) == 4
+
+
+def _kwsniff(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_broken_pipe_into_head() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = f"{sys.executable} -m kwsniff decode -j 2 -V -x {GROUP} | head -1; " \
+          "echo ${PIPESTATUS[0]} >&2"
+    done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=ROOT)
+    assert done.stdout.count("\n") == 1
+    assert done.stderr == "0\n"
+
+
+def test_ctrl_c_ends_workers() -> None:
+    # Workers sleep on every exchange; Ctrl-C (SIGINT to the process group) must end
+    # the run at once, without a traceback.
+    code = (
+        "import sys, time\n"
+        "from kwsniff.output.summary import SummaryFormatter\n"
+        "real = SummaryFormatter.format\n"
+        "def slow(self, ex, facts=None):\n"
+        "    time.sleep(0.2)\n"
+        "    return real(self, ex, facts)\n"
+        "SummaryFormatter.format = slow\n"
+        "from kwsniff.cli import main\n"
+        f"sys.exit(main(['decode', '-j', '2', {str(GROUP)!r}]))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(_kwsniff(code), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, start_new_session=True)
+    time.sleep(1.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert b"Traceback" not in err
+    with pytest.raises(ProcessLookupError):     # the workers are gone too
+        os.killpg(proc.pid, 0)
