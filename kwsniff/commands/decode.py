@@ -195,7 +195,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", metavar="N", type=_jobs, default=None,
                         help="decode on N processes (output identical to one); default "
                              "auto: one for small or compressed captures, else up to 4; "
-                             "-c, standard input and plugins with hooks use one")
+                             "-c and standard input use one")
 
 
 def _print_fields(out: IO[str]) -> None:

@@ -3,10 +3,10 @@
 Contract:
 
 * :func:`decoding_jobs` picks the number of processes: 1 for ``-j 1``, ``-c``, standard
-  input, a capture that cannot be opened (the one-process path reports it), or when a
-  plugin registered hooks (their reports and failure counts are per-run state);
-  ``-j N`` otherwise; ``auto`` (the default) uses one process for compressed captures
-  and files under :data:`AUTO_MIN_BYTES`, else ``min(usable CPUs, AUTO_MAX_JOBS)``.
+  input or another file that is not a regular file, a capture that cannot be opened
+  (the one-process path reports why); ``-j N`` otherwise; ``auto`` (the default) uses
+  one process for files under :data:`AUTO_MIN_BYTES` and compressed captures, else
+  ``min(usable CPUs, AUTO_MAX_JOBS)``.
 * :func:`decode_in_parallel` writes exactly the standard output and standard error of
   the one-process ``decode``. Every worker runs the whole engine over the whole capture
   (identical engine state, exchange indexes, counters and topic-id resolution) and does
@@ -15,11 +15,18 @@ Contract:
   ``block % N``. Of the other exchanges it walks the facts only of messages whose
   schema can teach topic names (a struct with a ``TopicId``, or an unknown schema), so
   the output layer's topic-id -> name map learns exactly as in one process.
+* Plugins loaded by the parent are inherited. What they would report during the run
+  (hook failures, notices) is recorded by the workers as events and replayed, in
+  exchange order, into the parent's own plugin objects, which count, de-duplicate and
+  print as in one process: events of an exchange's output come from its owner, those
+  of the decoding before it from the owner of that exchange (every worker decodes the
+  same), those after the last exchange from one worker.
 * Each worker writes length-prefixed records into its own pipe, in index order: one
   text record per owned block (empty when the filter dropped all of it) and a final
-  record with its counters. The parent reads block ``b`` from worker ``b % N``, writes
-  the text, sums the display counters (shown, exchange problems) and checks that the
-  engine counters of all workers agree. Workers never touch standard output or error.
+  record with its counters (plugin events go in a record before a block's text). The
+  parent reads block ``b`` from worker ``b % N``, writes the text, sums the display
+  counters (shown, exchange problems) and checks that the engine counters of all
+  workers agree. Workers never touch standard output or error.
 * A worker that fails (exception, signal, early exit) or disagrees is reported as
   ``internal error: decoding worker K failed: ...`` (exit status 70); on any exit of
   the parent (end, error, Ctrl-C, broken output pipe) the workers are terminated and
@@ -36,7 +43,7 @@ import signal
 import stat
 import struct
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, BinaryIO
 
 from kwsniff.commands.decode import engine_options, exchange_printer, report_end
@@ -61,7 +68,7 @@ WRITE_BATCH = 64 << 10
 PIPE_SIZE = 1 << 20
 
 _HEADER = struct.Struct("<cI")       # record kind, payload length
-_TEXT, _FINAL, _ERROR = b"T", b"F", b"E"
+_TEXT, _EVENTS, _FINAL, _ERROR = b"T", b"P", b"F", b"E"
 
 
 class WorkerFailed(UserError):
@@ -75,16 +82,6 @@ class WorkerFailed(UserError):
 
 # ----------------------------------------------------------------------------- choice
 
-def _plugins_hooked() -> bool:
-    from kwsniff.plugin_api.cli import active_manager
-    manager = active_manager()
-    for plugin in getattr(manager, "plugins", None) or ():
-        ctx = getattr(plugin, "context", None)
-        if ctx is not None and ctx.guards:
-            return True
-    return False
-
-
 def _usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -96,7 +93,7 @@ def decoding_jobs(args: argparse.Namespace) -> int:
     """How many processes ``decode`` uses (see the module contract)."""
     jobs = getattr(args, "jobs", 1)
     if jobs == 1 or getattr(args, "count", None) is not None or args.capture == "-" \
-            or not hasattr(os, "fork") or _plugins_hooked():
+            or not hasattr(os, "fork"):
         return 1
     try:
         info = os.stat(args.capture)
@@ -169,22 +166,89 @@ class _Sink:
 
 
 def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNames,
-           end_block: Any) -> Iterator[Exchange]:
+           end_block: Callable[[], None], events: list[Any]) -> Iterator[Exchange]:
     """The exchanges of ``worker``'s blocks; ``end_block()`` after each of them. The
-    others only teach ``names`` (when their schema can)."""
+    others only teach ``names`` (when their schema can). ``events`` (plugin events,
+    see :class:`_PluginTap`) keeps those of this worker's blocks: the events that came
+    before one of its exchanges and those of its output; at the end it holds the events
+    after the last exchange."""
     block, mine = -1, False
+    mark = len(events)
     for ex in exchanges:
+        before = events[mark:]          # from the decoding up to this exchange
+        del events[mark:]
         b = (ex.index - 1) // BLOCK
         if b != block:
             if mine:
                 end_block()
             block, mine = b, b % jobs == worker
         if mine:
+            events += before
             yield ex
         elif _teaches(ex.request) or _teaches(ex.response):
             ExchangeFacts(ex, names).response_side   # noqa: B018 - walks both, learning
+        mark = len(events)
+    after = events[mark:]
+    del events[mark:]
     if mine:
         end_block()
+    events += after
+
+
+class _PluginTap:
+    """Worker side of plugin reporting: what would be reported (hook failures, plugin
+    notices, other reports) is recorded as events, in order, for the parent to replay
+    into its own identical plugin objects (which count, de-duplicate and print exactly
+    as one process does). Patches this worker process's Guard and PluginContext."""
+
+    def __init__(self, manager: Any) -> None:
+        from kwsniff.plugin_api.context import PluginContext
+        from kwsniff.plugin_api.guard import Guard
+        self.events: list[Any] = []
+        contexts, guards = _plugin_objects(manager)
+        ctx_ids = {id(c): i for i, c in enumerate(contexts)}
+        guard_ids = {id(g): i for i, g in enumerate(guards)}
+        events = self.events
+        failed = Guard.failed
+        report = PluginContext.report
+
+        def tap_failed(guard: Any, problem: Any, where: str = "", consequence: str = "") -> None:
+            i = guard_ids.get(id(guard))
+            if i is None:
+                failed(guard, problem, where, consequence)
+                return
+            text = problem if isinstance(problem, str) else \
+                f"{type(problem).__name__}: {problem}"
+            events.append(("failed", i, text, where, consequence))
+
+        def tap_report(ctx: Any, message: str) -> None:
+            i = ctx_ids.get(id(ctx))
+            if i is None:
+                report(ctx, message)
+            else:
+                events.append(("notice", i, message))
+
+        Guard.failed = tap_failed                      # type: ignore[method-assign]
+        PluginContext.report = tap_report              # type: ignore[method-assign]
+        manager.reporter = lambda message: events.append(("report", message))
+
+
+def _plugin_objects(manager: Any) -> tuple[list[Any], list[Any]]:
+    """The plugin contexts and hook guards of ``manager``, in a fixed order."""
+    contexts = [p.context for p in getattr(manager, "plugins", ()) if p.context is not None]
+    return contexts, [g for c in contexts for g in c.guards]
+
+
+def _replay(manager: Any, events: list[Any]) -> None:
+    """Parent side of :class:`_PluginTap`."""
+    contexts, guards = _plugin_objects(manager)
+    for ev in events:
+        if ev[0] == "failed":
+            guards[ev[1]].failed(ev[2], ev[3], ev[4])
+        elif ev[0] == "notice":
+            contexts[ev[1]].report(ev[2])
+        else:
+            manager.report(ev[1])
 
 
 def _work(args: argparse.Namespace, worker: int, jobs: int,
@@ -192,6 +256,9 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
           parent: int) -> None:
     from kwsniff.capture import open_capture
     from kwsniff.engine import Engine
+    from kwsniff.plugin_api.cli import active_manager
+    manager = active_manager()
+    events = _PluginTap(manager).events if manager is not None else []
     engine = Engine(engine_options(args))
     selection = Selection(display_filter, None)
     formatter = SummaryFormatter(palette, args.time_format)
@@ -199,13 +266,16 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
     emit = exchange_printer(args, palette, formatter, parts.append)
 
     def end_block() -> None:
+        if events:
+            sink.record(_EVENTS, pickle.dumps(events))
+            events.clear()
         sink.record(_TEXT, "".join(parts).encode("utf-8", "surrogatepass"))
         parts.clear()
 
     with open_capture(args.capture) as source:
         if os.getppid() != parent:
             return      # the parent is gone already
-        owned = _owned(engine.run(source), worker, jobs, selection.names, end_block)
+        owned = _owned(engine.run(source), worker, jobs, selection.names, end_block, events)
         for ex, facts in selection(owned):
             if formatter.start_ts is None:
                 formatter.start_ts = engine.summary.first_ts
@@ -213,7 +283,8 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
         final = {"engine": (engine.summary.exchanges_total,
                             _engine_counters(engine, source)),
                  "capture_problems": list(getattr(source, "problems", ())),
-                 "shown": selection.shown, "problems": selection.problems}
+                 "shown": selection.shown, "problems": selection.problems,
+                 "events": list(events)}
     sink.record(_FINAL, pickle.dumps(final))
     sink.flush()
 
@@ -371,6 +442,8 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
         pass
     out.flush()
     sys.stderr.flush()
+    from kwsniff.plugin_api.cli import active_manager
+    manager = active_manager()
     workers = _Workers()
     try:
         workers.start(args, jobs, display_filter, palette)
@@ -380,6 +453,9 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
         while True:
             k = block % jobs
             kind, payload = read(k)
+            if kind == _EVENTS:
+                _replay(manager, pickle.loads(payload))
+                kind, payload = read(k)
             if kind != _TEXT:
                 break
             if payload:
@@ -401,6 +477,7 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
                 raise WorkerFailed(j + 1, "its run counters differ from worker 1's")
         if block != -(-total // BLOCK):
             raise WorkerFailed(k + 1, f"{block} output blocks for {total} exchanges")
+        _replay(manager, finals[k]["events"])     # after the last exchange, once
         counters = dict(counters)
         counters["problems"] += sum(f["problems"] for f in finals.values())
         out.flush()

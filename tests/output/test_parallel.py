@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import struct
 import os
 import signal
 import subprocess
@@ -96,7 +97,7 @@ def test_topic_names_learnt_as_in_one_process() -> None:
             exchanges = Engine().run(source)
             if worker is not None:
                 exchanges = parallel._owned(exchanges, worker, jobs, selection.names,
-                                            lambda: None)
+                                            lambda: None, [])
             for _ in selection(exchanges):
                 pass
         return list(selection.names._names.items())
@@ -202,3 +203,135 @@ def test_ctrl_c_ends_workers() -> None:
     assert b"Traceback" not in err
     with pytest.raises(ProcessLookupError):     # the workers are gone too
         os.killpg(proc.pid, 0)
+
+
+FLAKY_PLUGIN = '''
+API = None
+
+def register(api):
+    global API
+    API = api
+    api.payload_decoder(decode, topics="*", parts=("key", "value"))
+    api.exchange_field("parity", parity, type="int", digest=True)
+    api.digest(3, request=metadata)
+
+def decode(data, where):
+    if len(data) % 3 == 0:
+        raise ValueError(f"{len(data)} bytes")
+    return {"n": len(data)} if len(data) % 3 == 1 else None
+
+def parity(ex):
+    if ex.index % 4 == 0:
+        raise RuntimeError(f"exchange {ex.index}")
+    if ex.index % 5 == 0:
+        API.report(f"notice {ex.index % 3}")
+    return ex.index % 2
+
+def metadata(body, version, facts):
+    if len(body.get("Topics") or ()) != 1:
+        raise KeyError("topics")
+    return "one topic"
+'''
+
+
+@pytest.mark.parametrize("argv", [[], ["-V"], ["-Y", "flaky.parity == 1"]],
+                         ids=lambda a: " ".join(a) or "summary")
+@pytest.mark.parametrize("pcap", [GROUP, ROOT / "pcaps" / "plugins-avro-protobuf-json.pcap"],
+                         ids=lambda p: p.name)
+def test_plugin_reports_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                  pcap: Path, argv: list[str]) -> None:
+    """Hook failures (first one shown, the rest counted), plugin notices (each shown
+    once) and the end-of-run failure counts come out as in one process."""
+    (tmp_path / "flaky.py").write_text(FLAKY_PLUGIN)
+    _same(capsys, ["--plugins", str(tmp_path), *argv, str(pcap)], 3)
+    code, _, err = _run(capsys, ["decode", "-j", "3", "--plugins", str(tmp_path), *argv,
+                                 str(pcap)])
+    assert "plugin flaky: field flaky.parity failed (exchange 4): RuntimeError" in err
+    assert "kwsniff: plugin flaky: notice " in err
+    assert "plugin flaky: field flaky.parity failed" in err and "times in all" in err
+
+
+VENDOR_PLUGIN = '''
+def register(api):
+    api.vendor_api(1000, "AcmeEcho", request=request, response=response)
+
+def request(reader, version):
+    raise ValueError("cannot decode requests")
+
+def response(reader, version):
+    return {"Topics": [{"TopicId": "6f1c2a3e-1111-4a5b-8c9d-0123456789ab",
+                        "Name": "alpha"}]}
+'''
+
+
+def _vendor_capture(path: Path, pairs: int) -> None:
+    """One TCP connection to port 9092 carrying ``pairs`` AcmeEcho (API 1000) exchanges."""
+    from scapy.all import IP, TCP, Ether, wrpcap
+
+    seq = {True: 100, False: 900}
+    packets = []
+
+    def send(from_client: bool, flags: str, data: bytes = b"") -> None:
+        ports = (40000, 9092) if from_client else (9092, 40000)
+        hosts = ("10.0.0.1", "10.0.0.2") if from_client else ("10.0.0.2", "10.0.0.1")
+        p = Ether() / IP(src=hosts[0], dst=hosts[1]) / TCP(
+            sport=ports[0], dport=ports[1], flags=flags, seq=seq[from_client],
+            ack=seq[not from_client]) / data
+        p.time = 1_700_000_000 + len(packets) / 1000
+        packets.append(p)
+        seq[from_client] += len(data) + (1 if set(flags) & {"S", "F"} else 0)
+
+    send(True, "S")
+    send(False, "SA")
+    send(True, "A")
+    for corr in range(pairs):
+        req = struct.pack(">hhi", 1000, 0, corr) + struct.pack(">h", 4) + b"acme" + b"ping"
+        send(True, "PA", struct.pack(">i", len(req)) + req)
+        resp = struct.pack(">i", corr) + b"pong"
+        send(False, "PA", struct.pack(">i", len(resp)) + resp)
+    send(True, "FA")
+    send(False, "FA")
+    wrpcap(str(path), packets)
+
+
+def test_engine_side_plugin_failures_counted_once(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
+    """A vendor API decoder fails while the engine decodes (in every worker): reported
+    and counted once, as in one process."""
+    pytest.importorskip("scapy")
+    (tmp_path / "acme.py").write_text(VENDOR_PLUGIN)
+    cap = tmp_path / "vendor.pcap"
+    _vendor_capture(cap, 12)
+    for argv in ([], ["-V"]):
+        _same(capsys, ["--plugins", str(tmp_path), *argv, str(cap)], 3)
+    code, out, err = _run(capsys, ["decode", "-j", "3", "--plugins", str(tmp_path), str(cap)])
+    assert code == 0 and len(out.splitlines()) == 12
+    assert "AcmeEcho request decoder failed 12 times in all" in err
+    assert err.count("cannot decode requests") == 1
+
+
+def test_unknown_schemas_teach_topic_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bodies of APIs the schema table does not know are walked for names too: a
+    worker that does not own the vendor exchange still learns its topic id."""
+    from kwsniff.kafka.model import PAIRED, Exchange, KafkaMessage
+    from kwsniff.output.pipeline import Selection
+
+    tid = "6f1c2a3e-1111-4a5b-8c9d-0123456789ab"
+
+    def exchanges() -> list[Exchange]:
+        out = []
+        for i, (key, version, body) in enumerate([
+                (1000, 0, {"Topics": [{"TopicId": tid, "Name": "alpha"}]}),   # vendor
+                (0, 8, {"TopicData": [{"Name": "gamma"}]}),                    # Produce
+                (1, 13, {"Topics": [{"TopicId": tid}]})], start=1):           # Fetch ids
+            req = KafkaMessage("request", b"", key, version, i, "c", body=body)
+            out.append(Exchange(i, 0, ("10.0.0.1", 40000), ("10.0.0.2", 9092), PAIRED, req))
+        return out
+
+    for worker in range(3):
+        selection = Selection()
+        shown = list(selection(parallel._owned(exchanges(), worker, 3, selection.names,
+                                               lambda: None, [])))
+        assert selection.names.get(tid) == "alpha"
+        assert [facts.topics for _, facts in shown] == \
+            [[["alpha"], ["gamma"], ["alpha"]][worker]]
