@@ -68,6 +68,14 @@ def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: 
     add_plugin_arguments(parser)
 
 
+def add_jobs_argument(parser: argparse.ArgumentParser) -> None:
+    """``-j/--jobs N|auto`` of ``decode`` and ``export`` (see kwsniff/commands/parallel.py)."""
+    parser.add_argument("-j", "--jobs", metavar="N", type=_jobs, default=None,
+                        help="decode on N processes (output identical to one); default "
+                             "auto: one for small or compressed captures, else up to 4; "
+                             "-c and standard input use one")
+
+
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """The "decoding" options of commands that read capture files: -p, --no-detect,
     --timeout (see :func:`engine_options`)."""
@@ -192,10 +200,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                  "e: epoch")
     view.add_argument("--list-fields", action="store_true",
                       help="list the display-filter fields and exit")
-    parser.add_argument("-j", "--jobs", metavar="N", type=_jobs, default=None,
-                        help="decode on N processes (output identical to one); default "
-                             "auto: one for small or compressed captures, else up to 4; "
-                             "-c and standard input use one")
+    add_jobs_argument(parser)
 
 
 def _print_fields(out: IO[str]) -> None:

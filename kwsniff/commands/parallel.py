@@ -1,4 +1,5 @@
-"""``decode -j N``: one capture file decoded by N forked processes, output identical to one.
+"""``decode``/``export -j N``: one capture decoded by N forked processes, output identical
+to one process.
 
 Contract:
 
@@ -7,8 +8,9 @@ Contract:
   (the one-process path reports why); ``-j N`` otherwise; ``auto`` (the default) uses
   one process for files under :data:`AUTO_MIN_BYTES` and compressed captures, else
   ``min(usable CPUs, AUTO_MAX_JOBS)``.
-* :func:`decode_in_parallel` writes exactly the standard output and standard error of
-  the one-process ``decode``. Every worker runs the whole engine over the whole capture
+* :func:`decode_in_parallel` and :func:`export_in_parallel` write exactly the output
+  (standard output / the ``-o`` file) and standard error of the one-process command;
+  both use :func:`run_workers`. Every worker runs the whole engine over the whole capture
   (identical engine state, exchange indexes, counters and topic-id resolution) and does
   the output work (facts, display filter, summary line / -V tree / -x dump) only for
   the exchanges it owns: block ``(index - 1) // BLOCK`` belongs to worker
@@ -46,7 +48,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, BinaryIO
 
-from kwsniff.commands.decode import engine_options, exchange_printer, report_end
+from kwsniff.commands.decode import engine_options, exchange_printer, open_output, report_end
 from kwsniff.errors import CaptureError, UserError
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.protocol.schema import message_schema
@@ -251,8 +253,15 @@ def _replay(manager: Any, events: list[Any]) -> None:
             manager.report(ev[1])
 
 
+#: ``factory(engine, selection, write) -> (emit, extra)``: a worker's output for one
+#: run; ``emit(exchange, facts)`` renders an owned exchange through ``write``,
+#: ``extra()`` is a dict of the worker's own counts for the parent
+Renderer = Callable[[Any, Selection, Callable[[str], Any]],
+                    tuple[Callable[[Exchange, Any], None], Callable[[], dict[str, Any]]]]
+
+
 def _work(args: argparse.Namespace, worker: int, jobs: int,
-          display_filter: DisplayFilter | None, palette: Any, sink: _Sink,
+          display_filter: DisplayFilter | None, factory: Renderer, sink: _Sink,
           parent: int) -> None:
     from kwsniff.capture import open_capture
     from kwsniff.engine import Engine
@@ -261,9 +270,8 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
     events = _PluginTap(manager).events if manager is not None else []
     engine = Engine(engine_options(args))
     selection = Selection(display_filter, None)
-    formatter = SummaryFormatter(palette, args.time_format)
     parts: list[str] = []
-    emit = exchange_printer(args, palette, formatter, parts.append)
+    emit, extra = factory(engine, selection, parts.append)
 
     def end_block() -> None:
         if events:
@@ -277,14 +285,12 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
             return      # the parent is gone already
         owned = _owned(engine.run(source), worker, jobs, selection.names, end_block, events)
         for ex, facts in selection(owned):
-            if formatter.start_ts is None:
-                formatter.start_ts = engine.summary.first_ts
             emit(ex, facts)
         final = {"engine": (engine.summary.exchanges_total,
                             _engine_counters(engine, source)),
                  "capture_problems": list(getattr(source, "problems", ())),
                  "shown": selection.shown, "problems": selection.problems,
-                 "events": list(events)}
+                 "events": list(events), "extra": extra()}
     sink.record(_FINAL, pickle.dumps(final))
     sink.flush()
 
@@ -304,7 +310,7 @@ def _end_with_parent() -> None:
 
 
 def _worker_main(args: argparse.Namespace, worker: int, jobs: int,
-                 display_filter: DisplayFilter | None, palette: Any, fd: int,
+                 display_filter: DisplayFilter | None, factory: Renderer, fd: int,
                  parent: int) -> None:
     """Body of a forked worker; never returns."""
     code = 1
@@ -316,7 +322,7 @@ def _worker_main(args: argparse.Namespace, worker: int, jobs: int,
         os.dup2(null, 1)
         os.dup2(null, 2)
         os.close(null)
-        _work(args, worker, jobs, display_filter, palette, sink, parent)
+        _work(args, worker, jobs, display_filter, factory, sink, parent)
         code = 0
     except BaseException as err:  # noqa: BLE001 - reported by the parent
         try:    # after the blocks already rendered, as one process would have shown
@@ -358,7 +364,7 @@ class _Workers:
         self.readers: list[BinaryIO] = []
 
     def start(self, args: argparse.Namespace, jobs: int,
-              display_filter: DisplayFilter | None, palette: Any) -> None:
+              display_filter: DisplayFilter | None, factory: Renderer) -> None:
         pipes = []
         parent = os.getpid()
         try:
@@ -375,7 +381,7 @@ class _Workers:
                         os.close(r)
                         if j != k:
                             os.close(w)
-                    _worker_main(args, k, jobs, display_filter, palette, pipes[k][1], parent)
+                    _worker_main(args, k, jobs, display_filter, factory, pipes[k][1], parent)
                 self.pids.append(pid)
         finally:
             for r, w in pipes:
@@ -433,21 +439,34 @@ class _Workers:
                 self.pids[k] = 0
 
 
-def decode_in_parallel(args: argparse.Namespace, jobs: int,
-                       display_filter: DisplayFilter | None, palette: Any,
-                       out: IO[str]) -> int:
-    """Run ``decode`` on ``jobs`` worker processes (see the module contract)."""
+class Totals:
+    """What the parent knows at the end of a parallel run."""
+
+    def __init__(self, counters: dict[str, int], shown: int, capture_problems: list[str],
+                 extras: list[dict[str, Any]]) -> None:
+        self.counters = counters                  # as :func:`run_counters` gives them
+        self.shown = shown                        # exchanges that passed the filter
+        self.capture_problems = capture_problems
+        self.extras = extras                      # every worker's ``extra()``
+
+    def extra_sum(self, key: str) -> int:
+        return sum(int(e.get(key, 0)) for e in self.extras)
+
+
+def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilter | None,
+                factory: Renderer, write: Callable[[str], Any]) -> Totals:
+    """Decode ``args.capture`` on ``jobs`` workers that render with ``factory``; write
+    their text in exchange order through ``write`` (see the module contract)."""
     from kwsniff.capture import open_capture
+    from kwsniff.plugin_api.cli import active_manager
     with open_capture(args.capture):      # errors exactly as in one process
         pass
-    out.flush()
+    sys.stdout.flush()
     sys.stderr.flush()
-    from kwsniff.plugin_api.cli import active_manager
     manager = active_manager()
     workers = _Workers()
     try:
-        workers.start(args, jobs, display_filter, palette)
-        write = out.write
+        workers.start(args, jobs, display_filter, factory)
         read = workers.read
         block = 0
         while True:
@@ -469,20 +488,70 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
                 raise WorkerFailed(j + 1, "its records do not match the other workers'")
             finals[j] = pickle.loads(payload)
         workers.finish()
-        first = finals[0]
-        total, counters = first["engine"]
-        for j in range(1, jobs):
-            if finals[j]["engine"] != first["engine"] or \
-                    finals[j]["capture_problems"] != first["capture_problems"]:
-                raise WorkerFailed(j + 1, "its run counters differ from worker 1's")
-        if block != -(-total // BLOCK):
-            raise WorkerFailed(k + 1, f"{block} output blocks for {total} exchanges")
-        _replay(manager, finals[k]["events"])     # after the last exchange, once
-        counters = dict(counters)
-        counters["problems"] += sum(f["problems"] for f in finals.values())
-        out.flush()
-        report_end(counters, sum(f["shown"] for f in finals.values()),
-                   first["capture_problems"])
     finally:
         workers.stop()
+    first = finals[0]
+    total, counters = first["engine"]
+    for j in range(1, jobs):
+        if finals[j]["engine"] != first["engine"] or \
+                finals[j]["capture_problems"] != first["capture_problems"]:
+            raise WorkerFailed(j + 1, "its run counters differ from worker 1's")
+    if block != -(-total // BLOCK):
+        raise WorkerFailed(k + 1, f"{block} output blocks for {total} exchanges")
+    _replay(manager, finals[k]["events"])     # after the last exchange, once
+    counters = dict(counters)
+    counters["problems"] += sum(f["problems"] for f in finals.values())
+    return Totals(counters, sum(f["shown"] for f in finals.values()),
+                  first["capture_problems"], [finals[j]["extra"] for j in range(jobs)])
+
+
+def decode_in_parallel(args: argparse.Namespace, jobs: int,
+                       display_filter: DisplayFilter | None, palette: Any,
+                       out: IO[str]) -> int:
+    """``decode`` on ``jobs`` worker processes (see the module contract)."""
+
+    def factory(engine: Any, selection: Selection, write: Callable[[str], Any]) -> Any:
+        formatter = SummaryFormatter(palette, args.time_format)
+        printer = exchange_printer(args, palette, formatter, write)
+
+        def emit(ex: Exchange, facts: Any) -> None:
+            if formatter.start_ts is None:
+                formatter.start_ts = engine.summary.first_ts   # as in one process
+            printer(ex, facts)
+
+        return emit, dict
+
+    totals = run_workers(args, jobs, display_filter, factory, out.write)
+    out.flush()
+    report_end(totals.counters, totals.shown, totals.capture_problems)
+    return 0
+
+
+def export_in_parallel(args: argparse.Namespace, jobs: int,
+                       display_filter: DisplayFilter | None) -> int:
+    """``export`` on ``jobs`` worker processes: the same JSON Lines and summary."""
+    from types import SimpleNamespace
+
+    from kwsniff.output.jsonl import ExportEncoder, JsonlWriter
+
+    def factory(engine: Any, selection: Selection, write: Callable[[str], Any]) -> Any:
+        encoder = ExportEncoder(args.capture, records=args.records, names=selection.names)
+        writer = JsonlWriter(SimpleNamespace(write=write), encoder)  # type: ignore[arg-type]
+        return writer.write_exchange, lambda: {"exchanges": encoder.exchanges,
+                                               "record_lines": encoder.record_lines}
+
+    with open_output(args.output) as stream:
+        try:
+            totals = run_workers(args, jobs, display_filter, factory, stream.write)
+            encoder = ExportEncoder(args.capture, records=args.records)
+            encoder.exchanges = totals.extra_sum("exchanges")
+            encoder.record_lines = totals.extra_sum("record_lines")
+            if not args.no_summary:
+                JsonlWriter(stream, encoder).write_summary(totals.counters)
+            stream.flush()
+        except OSError as err:
+            if isinstance(err, BrokenPipeError):
+                raise
+            raise UserError(f"cannot write {args.output}: {err.strerror or err}") from None
+    report_end(totals.counters, encoder.exchanges, totals.capture_problems, what="exported")
     return 0

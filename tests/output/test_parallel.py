@@ -335,3 +335,23 @@ def test_unknown_schemas_teach_topic_names(monkeypatch: pytest.MonkeyPatch) -> N
         assert selection.names.get(tid) == "alpha"
         assert [facts.topics for _, facts in shown] == \
             [[["alpha"], ["gamma"], ["alpha"]][worker]]
+
+
+@pytest.mark.parametrize("argv", [[], ["--records"], ["--records", "-Y", "topic_id"],
+                                  ["--no-summary", "-Y", "api == Metadata"]],
+                         ids=lambda a: " ".join(a) or "plain")
+@pytest.mark.parametrize("pcap", [TANSU, ROOT / "pcaps" / "rdkafka-produce-codecs.pcap"],
+                         ids=lambda p: p.name)
+def test_export_identical(capsys: pytest.CaptureFixture[str], pcap: Path,
+                          argv: list[str]) -> None:
+    one = _run(capsys, ["export", "-j", "1", "-o", "-", *argv, str(pcap)])
+    assert one[0] == 0 and one[1]
+    assert _run(capsys, ["export", "-j", "3", "-o", "-", *argv, str(pcap)]) == one
+
+
+def test_export_to_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    files = [tmp_path / "one.jsonl", tmp_path / "three.jsonl"]
+    runs = [_run(capsys, ["export", "-j", str(j), "-o", str(f), "--records", str(GROUP)])
+            for j, f in zip((1, 3), files)]
+    assert runs[0] == runs[1] and runs[0][0] == 0
+    assert files[0].read_bytes() == files[1].read_bytes()
