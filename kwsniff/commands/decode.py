@@ -71,9 +71,9 @@ def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: 
 def add_jobs_argument(parser: argparse.ArgumentParser) -> None:
     """``-j/--jobs N|auto`` of ``decode`` and ``export`` (see kwsniff/commands/parallel.py)."""
     parser.add_argument("-j", "--jobs", metavar="N", type=_jobs, default=None,
-                        help="decode on N processes (output identical to one); default "
-                             "auto: one for small or compressed captures, else up to 4; "
-                             "-c and standard input use one")
+                        help="decode on N processes, output identical to one (-c and "
+                             "standard input use one); default auto: up to 4 for -V, -x "
+                             "and export on uncompressed captures of 4 MB or more")
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -254,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
     display_filter = compile_display_filter(args)
     palette = palette_for(out, args.color)
     from kwsniff.commands.parallel import decode_in_parallel, decoding_jobs
-    jobs = decoding_jobs(args)
+    jobs = decoding_jobs(args, heavy=args.verbose or args.hex)
     if jobs > 1:
         return decode_in_parallel(args, jobs, display_filter, palette, out)
     formatter = SummaryFormatter(palette, args.time_format)

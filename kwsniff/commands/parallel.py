@@ -5,9 +5,12 @@ Contract:
 
 * :func:`decoding_jobs` picks the number of processes: 1 for ``-j 1``, ``-c``, standard
   input or another file that is not a regular file, a capture that cannot be opened
-  (the one-process path reports why); ``-j N`` otherwise; ``auto`` (the default) uses
-  one process for files under :data:`AUTO_MIN_BYTES` and compressed captures, else
-  ``min(usable CPUs, AUTO_MAX_JOBS)``.
+  (the one-process path reports why); ``-j N`` otherwise. ``auto`` (the default) uses
+  ``min(usable CPUs, AUTO_MAX_JOBS)`` only where rendering dominates (``decode -V`` or
+  ``-x``, ``export``) on uncompressed files of at least :data:`AUTO_MIN_BYTES`; one
+  process otherwise (summary lines: the decoding that every worker repeats is most of
+  the time, so N processes gain ~10% for ~N times the CPU; compressed: every worker
+  would decompress the whole file).
 * :func:`decode_in_parallel` and :func:`export_in_parallel` write exactly the output
   (standard output / the ``-o`` file) and standard error of the one-process command;
   both use :func:`run_workers`. Every worker runs the whole engine over the whole capture
@@ -58,8 +61,8 @@ from kwsniff.output.filter import DisplayFilter
 from kwsniff.output.pipeline import Selection
 from kwsniff.output.summary import SummaryFormatter
 
-#: ``auto`` decodes smaller (uncompressed) captures in one process
-AUTO_MIN_BYTES = 16 << 20
+#: ``auto`` decodes smaller captures in one process (below this, -V saves < ~0.5 s)
+AUTO_MIN_BYTES = 4 << 20
 #: ``auto`` uses at most this many processes
 AUTO_MAX_JOBS = 4
 #: consecutive exchanges one worker renders (one record, one write in the parent)
@@ -91,8 +94,9 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def decoding_jobs(args: argparse.Namespace) -> int:
-    """How many processes ``decode`` uses (see the module contract)."""
+def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
+    """How many processes ``decode``/``export`` use (see the module contract); ``heavy``:
+    rendering dominates the run (``-V``, ``-x``, export)."""
     jobs = getattr(args, "jobs", 1)
     if jobs == 1 or getattr(args, "count", None) is not None or args.capture == "-" \
             or not hasattr(os, "fork"):
@@ -104,7 +108,7 @@ def decoding_jobs(args: argparse.Namespace) -> int:
     if not stat.S_ISREG(info.st_mode):        # a pipe cannot be read N times
         return 1
     if jobs is None:
-        if info.st_size < AUTO_MIN_BYTES:
+        if not heavy or info.st_size < AUTO_MIN_BYTES:
             return 1
         jobs = min(_usable_cpus(), AUTO_MAX_JOBS)
         if jobs > 1 and _compressed(args.capture):

@@ -124,7 +124,7 @@ def test_jobs_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     def jobs(*argv: str) -> int:
         args = build_parser("decode").parse_args(["decode", *argv])
-        return parallel.decoding_jobs(args)
+        return parallel.decoding_jobs(args, heavy=args.verbose or args.hex)
 
     small = str(TANSU)
     assert jobs(small) == 1                      # auto: small file
@@ -138,9 +138,11 @@ def test_jobs_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     packed = tmp_path / "t.pcap.gz"
     packed.write_bytes(gzip.compress(TANSU.read_bytes()))
     monkeypatch.setattr(parallel, "AUTO_MIN_BYTES", 0)
-    assert jobs(str(packed)) == 1                # auto: compressed
+    assert jobs("-V", str(packed)) == 1          # auto: compressed
     assert jobs("-j", "2", str(packed)) == 2
-    assert jobs(small) == min(parallel._usable_cpus(), parallel.AUTO_MAX_JOBS)
+    auto = min(parallel._usable_cpus(), parallel.AUTO_MAX_JOBS)
+    assert jobs("-V", small) == auto and jobs("-x", small) == auto
+    assert jobs(small) == 1                      # auto: summary lines
 
 
 @pytest.mark.parametrize("how", ["exception", "signal"])
