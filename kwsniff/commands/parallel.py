@@ -27,7 +27,8 @@ Contract:
   of the decoding before it from the owner of that exchange (every worker decodes the
   same), those after the last exchange from one worker.
 * Each worker writes length-prefixed records into its own pipe, in index order: one
-  text record per owned block (empty when the filter dropped all of it) and a final
+  text record per owned block (empty when the filter dropped all of it; a block's text
+  over :data:`PART_CHARS` is sent in parts, so memory stays bounded) and a final
   record with its counters (plugin events go in a record before a block's text). The
   parent reads block ``b`` from worker ``b % N``, writes the text, sums the display
   counters (shown, exchange problems) and checks that the engine counters of all
@@ -67,13 +68,15 @@ AUTO_MIN_BYTES = 4 << 20
 AUTO_MAX_JOBS = 4
 #: consecutive exchanges one worker renders (one record, one write in the parent)
 BLOCK = 32
+#: text a worker holds before it sends part of a block
+PART_CHARS = 1 << 20
 #: a worker's pipe writes are batched up to this many bytes
 WRITE_BATCH = 64 << 10
 #: pipe buffer requested from the kernel (best effort)
 PIPE_SIZE = 1 << 20
 
 _HEADER = struct.Struct("<cI")       # record kind, payload length
-_TEXT, _EVENTS, _FINAL, _ERROR = b"T", b"P", b"F", b"E"
+_TEXT, _PART, _EVENTS, _FINAL, _ERROR = b"T", b"t", b"P", b"F", b"E"
 
 
 class WorkerFailed(UserError):
@@ -276,13 +279,18 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
     selection = Selection(display_filter, None)
     parts: list[str] = []
     emit, extra = factory(engine, selection, parts.append)
+    measured = [0, 0]       # parts already measured, their characters
 
-    def end_block() -> None:
+    def send(kind: bytes) -> None:
         if events:
             sink.record(_EVENTS, pickle.dumps(events))
             events.clear()
-        sink.record(_TEXT, "".join(parts).encode("utf-8", "surrogatepass"))
+        sink.record(kind, "".join(parts).encode("utf-8", "surrogatepass"))
         parts.clear()
+        measured[:] = [0, 0]
+
+    def end_block() -> None:
+        send(_TEXT)
 
     with open_capture(args.capture) as source:
         if os.getppid() != parent:
@@ -290,6 +298,10 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
         owned = _owned(engine.run(source), worker, jobs, selection.names, end_block, events)
         for ex, facts in selection(owned):
             emit(ex, facts)
+            measured[1] += sum(map(len, parts[measured[0]:]))
+            measured[0] = len(parts)
+            if measured[1] >= PART_CHARS:
+                send(_PART)     # bounded memory with huge exchanges
         final = {"engine": (engine.summary.exchanges_total,
                             _engine_counters(engine, source)),
                  "capture_problems": list(getattr(source, "problems", ())),
@@ -476,8 +488,11 @@ def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilt
         while True:
             k = block % jobs
             kind, payload = read(k)
-            if kind == _EVENTS:
-                _replay(manager, pickle.loads(payload))
+            while kind == _EVENTS or kind == _PART:
+                if kind == _EVENTS:
+                    _replay(manager, pickle.loads(payload))
+                elif payload:
+                    write(payload.decode("utf-8", "surrogatepass"))
                 kind, payload = read(k)
             if kind != _TEXT:
                 break

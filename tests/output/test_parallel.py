@@ -357,3 +357,13 @@ def test_export_to_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
             for j, f in zip((1, 3), files)]
     assert runs[0] == runs[1] and runs[0][0] == 0
     assert files[0].read_bytes() == files[1].read_bytes()
+
+
+def test_blocks_sent_in_parts(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big blocks go in several records (bounded memory): the same output and reports."""
+    monkeypatch.setattr(parallel, "BLOCK", 8)
+    monkeypatch.setattr(parallel, "PART_CHARS", 300)
+    (tmp_path / "flaky.py").write_text(FLAKY_PLUGIN)
+    _same(capsys, ["--plugins", str(tmp_path), "-V", "-x", str(GROUP)], 2)
+    _same(capsys, ["--plugins", str(tmp_path), "-Y", "flaky.parity == 1", str(GROUP)], 3)
