@@ -30,7 +30,9 @@ Contract:
   text record per owned block (empty when the filter dropped all of it; a block's text
   over :data:`PART_CHARS` is sent in parts, so memory stays bounded) and a final
   record with its counters (plugin events go in a record before a block's text). The
-  parent reads block ``b`` from worker ``b % N``, writes the text, sums the display
+  parent reads block ``b`` from worker ``b % N`` (reading ahead up to
+  :data:`READ_AHEAD` bytes of every worker, so that workers are not held in lockstep
+  by big blocks; memory stays bounded by that), writes the text, sums the display
   counters (shown, exchange problems) and checks that the engine counters of all
   workers agree. Workers never touch standard output or error.
 * A worker that fails (exception, signal, early exit) or disagrees is reported as
@@ -45,12 +47,13 @@ import argparse
 import fcntl
 import os
 import pickle
+import select
 import signal
 import stat
 import struct
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any, BinaryIO
+from typing import IO, Any
 
 from kwsniff.commands.decode import engine_options, exchange_printer, open_output, report_end
 from kwsniff.errors import CaptureError, UserError
@@ -74,6 +77,9 @@ PART_CHARS = 1 << 20
 WRITE_BATCH = 64 << 10
 #: pipe buffer requested from the kernel (best effort)
 PIPE_SIZE = 1 << 20
+#: bytes the parent reads at once, and reads ahead per worker at most
+READ_CHUNK = 1 << 20
+READ_AHEAD = 16 << 20
 
 _HEADER = struct.Struct("<cI")       # record kind, payload length
 _TEXT, _PART, _EVENTS, _FINAL, _ERROR = b"T", b"t", b"P", b"F", b"E"
@@ -352,11 +358,6 @@ def _worker_main(args: argparse.Namespace, worker: int, jobs: int,
 
 # ----------------------------------------------------------------------------- parent
 
-def _read_exact(reader: BinaryIO, n: int) -> bytes:
-    data = reader.read(n)
-    return data if data is not None else b""
-
-
 def _exit_text(pid: int) -> str:
     try:
         _, status = os.waitpid(pid, 0)
@@ -377,7 +378,10 @@ class _Workers:
 
     def __init__(self) -> None:
         self.pids: list[int] = []
-        self.readers: list[BinaryIO] = []
+        self.fds: list[int] = []
+        self.bufs: list[bytearray] = []     # bytes read ahead, from ``pos`` on
+        self.pos: list[int] = []
+        self.eof: list[bool] = []
 
     def start(self, args: argparse.Namespace, jobs: int,
               display_filter: DisplayFilter | None, factory: Renderer) -> None:
@@ -402,20 +406,51 @@ class _Workers:
         finally:
             for r, w in pipes:
                 os.close(w)
-                self.readers.append(os.fdopen(r, "rb", buffering=PIPE_SIZE))
+                self.fds.append(r)
+                self.bufs.append(bytearray())
+                self.pos.append(0)
+                self.eof.append(False)
 
     def read(self, k: int) -> tuple[bytes, bytes]:
         """The next record of worker ``k``; a failure or early end is WorkerFailed."""
-        reader = self.readers[k]
-        head = _read_exact(reader, _HEADER.size)
-        if len(head) == _HEADER.size:
-            kind, size = _HEADER.unpack(head)
-            payload = _read_exact(reader, size)
-            if len(payload) == size:
+        if self._have(k, _HEADER.size):
+            kind, size = _HEADER.unpack_from(self.bufs[k], self.pos[k])
+            if self._have(k, _HEADER.size + size):
+                buf, start = self.bufs[k], self.pos[k] + _HEADER.size
+                payload = bytes(buf[start:start + size])
+                self.pos[k] = start + size
+                if self.pos[k] >= READ_CHUNK and self.pos[k] * 2 >= len(buf):
+                    del buf[:self.pos[k]]
+                    self.pos[k] = 0
                 if kind == _ERROR:
                     raise WorkerFailed(k + 1, payload.decode("utf-8", "replace"))
                 return kind, payload
         raise WorkerFailed(k + 1, _exit_text(self.pop_pid(k)))
+
+    def _have(self, k: int, n: int) -> bool:
+        """Whether ``n`` bytes of worker ``k`` are buffered (reading as needed)."""
+        while len(self.bufs[k]) - self.pos[k] < n:
+            if self.eof[k]:
+                return False
+            self._pump(k)
+        return True
+
+    def _pump(self, k: int) -> None:
+        """Wait for data from worker ``k``; meanwhile read ahead from the others (up to
+        READ_AHEAD bytes each), so that a worker is not held up while the parent waits
+        for a slow block of another one."""
+        wanted = [self.fds[k]]
+        for j, fd in enumerate(self.fds):
+            if j != k and not self.eof[j] and len(self.bufs[j]) - self.pos[j] < READ_AHEAD:
+                wanted.append(fd)
+        ready, _, _ = select.select(wanted, [], [])
+        for fd in ready:
+            j = self.fds.index(fd)
+            data = os.read(fd, READ_CHUNK)
+            if data:
+                self.bufs[j] += data
+            else:
+                self.eof[j] = True
 
     def pop_pid(self, k: int) -> int:
         pid = self.pids[k]
@@ -435,11 +470,12 @@ class _Workers:
 
     def stop(self) -> None:
         """Terminate and reap the workers still running; close the pipes."""
-        for reader in self.readers:
+        for fd in self.fds:
             try:
-                reader.close()
+                os.close(fd)
             except OSError:
                 pass
+        self.fds = []
         for k, pid in enumerate(self.pids):
             if pid:
                 try:
