@@ -361,9 +361,12 @@ def test_export_to_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 
 def test_blocks_sent_in_parts(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Big blocks go in several records (bounded memory): the same output and reports."""
+    """Big blocks go in several records, the parent reads in small chunks and reads
+    ahead little (bounded memory): the same output and reports."""
     monkeypatch.setattr(parallel, "BLOCK", 8)
     monkeypatch.setattr(parallel, "PART_CHARS", 300)
+    monkeypatch.setattr(parallel, "READ_CHUNK", 64)
+    monkeypatch.setattr(parallel, "READ_AHEAD", 256)
     (tmp_path / "flaky.py").write_text(FLAKY_PLUGIN)
     _same(capsys, ["--plugins", str(tmp_path), "-V", "-x", str(GROUP)], 2)
     _same(capsys, ["--plugins", str(tmp_path), "-Y", "flaky.parity == 1", str(GROUP)], 3)
