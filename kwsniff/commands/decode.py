@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -39,6 +39,11 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _jobs(text: str) -> int | None:
+    """``-j``: a positive number of processes, or "auto" (None)."""
+    return None if text == "auto" else _positive_int(text)
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -61,6 +66,14 @@ def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: 
                         help="stop after N matching exchanges")
     add_decoding_arguments(parser)
     add_plugin_arguments(parser)
+
+
+def add_jobs_argument(parser: argparse.ArgumentParser) -> None:
+    """``-j/--jobs N|auto`` of ``decode`` and ``export`` (see kwsniff/commands/parallel.py)."""
+    parser.add_argument("-j", "--jobs", metavar="N", type=_jobs, default=None,
+                        help="decode on N processes, output identical to one (-c and "
+                             "standard input use one); default auto: up to 4 for -V, -x "
+                             "and export on uncompressed captures of 4 MB or more")
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -187,6 +200,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                  "e: epoch")
     view.add_argument("--list-fields", action="store_true",
                       help="list the display-filter fields and exit")
+    add_jobs_argument(parser)
 
 
 def _print_fields(out: IO[str]) -> None:
@@ -197,19 +211,10 @@ def _print_fields(out: IO[str]) -> None:
         out.write(f"{name:<{width}}  {typ:<{twidth}}  {desc}\n")
 
 
-def run(args: argparse.Namespace) -> int:
-    out = sys.stdout
-    if args.list_fields:
-        _print_fields(out)
-        return 0
-    if args.capture is None:
-        raise UserError("a CAPTURE file is required (or --list-fields)")
-    if (args.offsets or args.full_values) and not args.verbose:
-        raise UserError("--offsets and --full-values need -V")
-    display_filter = compile_display_filter(args)
-    palette = palette_for(out, args.color)
-    formatter = SummaryFormatter(palette, args.time_format)
-    write = out.write
+def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryFormatter,
+                     write: Callable[[str], Any]) -> Callable[[Exchange, Any], None]:
+    """``emit(exchange, facts)``: write one exchange as ``decode`` shows it (summary line,
+    or -V tree, then -x hex dump) through ``write``."""
     verbose, hexdump = args.verbose, args.hex
     value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
 
@@ -233,6 +238,27 @@ def run(args: argparse.Namespace) -> int:
                     write("\n")
         if verbose or hexdump:
             write("\n")
+
+    return emit
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    if args.list_fields:
+        _print_fields(out)
+        return 0
+    if args.capture is None:
+        raise UserError("a CAPTURE file is required (or --list-fields)")
+    if (args.offsets or args.full_values) and not args.verbose:
+        raise UserError("--offsets and --full-values need -V")
+    display_filter = compile_display_filter(args)
+    palette = palette_for(out, args.color)
+    from kwsniff.commands.parallel import decode_in_parallel, decoding_jobs
+    jobs = decoding_jobs(args, heavy=args.verbose or args.hex)
+    if jobs > 1:
+        return decode_in_parallel(args, jobs, display_filter, palette, out)
+    formatter = SummaryFormatter(palette, args.time_format)
+    emit = exchange_printer(args, palette, formatter, out.write)
 
     with capture_run(args, display_filter) as run_:
         for ex, facts in run_.exchanges():

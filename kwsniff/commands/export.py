@@ -13,6 +13,7 @@ import argparse
 
 from kwsniff.commands.decode import (
     add_capture_arguments,
+    add_jobs_argument,
     capture_run,
     compile_display_filter,
     open_output,
@@ -31,10 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help='also write one "record" object per record')
     out.add_argument("--no-summary", action="store_true",
                      help='do not write the final "summary" object')
+    add_jobs_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     display_filter = compile_display_filter(args)
+    from kwsniff.commands.parallel import decoding_jobs, export_in_parallel
+    jobs = decoding_jobs(args)
+    if jobs > 1:
+        return export_in_parallel(args, jobs, display_filter)
     capture_name = args.capture
     with capture_run(args, display_filter) as run_:
         encoder = ExportEncoder(capture_name, records=args.records, names=run_.selection.names)

@@ -1,0 +1,612 @@
+"""``decode``/``export -j N``: one capture decoded by N forked processes, output identical
+to one process.
+
+Contract:
+
+* :func:`decoding_jobs` picks the number of processes: 1 for ``-j 1``, ``-c``, standard
+  input or another file that is not a regular file, a capture that cannot be opened
+  (the one-process path reports why); ``-j N`` otherwise. ``auto`` (the default) uses
+  ``min(usable CPUs, AUTO_MAX_JOBS)`` only where rendering dominates (``decode -V`` or
+  ``-x``, ``export``) on uncompressed files of at least :data:`AUTO_MIN_BYTES`; one
+  process otherwise (summary lines: the decoding that every worker repeats is most of
+  the time, so N processes gain ~10% for ~N times the CPU; compressed: every worker
+  would decompress the whole file).
+* :func:`decode_in_parallel` and :func:`export_in_parallel` write exactly the output
+  (standard output / the ``-o`` file) and standard error of the one-process command;
+  both use :func:`run_workers`. Every worker runs the whole engine over the whole capture
+  (identical engine state, exchange indexes, counters and topic-id resolution) and does
+  the output work (facts, display filter, summary line / -V tree / -x dump) only for
+  the exchanges it owns: block ``(index - 1) // BLOCK`` belongs to worker
+  ``block % N``. Of the other exchanges it walks the facts only of messages whose
+  schema can teach topic names (a struct with a ``TopicId``, or an unknown schema), so
+  the output layer's topic-id -> name map learns exactly as in one process.
+* Plugins loaded by the parent are inherited. What they would report during the run
+  (hook failures, notices) is recorded by the workers as events and replayed, in
+  exchange order, into the parent's own plugin objects, which count, de-duplicate and
+  print as in one process: events of an exchange's output come from its owner, those
+  of the decoding before it from the owner of that exchange (every worker decodes the
+  same), those after the last exchange from one worker.
+* Each worker writes length-prefixed records into its own pipe, in index order: one
+  text record per owned block (empty when the filter dropped all of it; a block's text
+  over :data:`PART_CHARS` is sent in parts, so memory stays bounded) and a final
+  record with its counters (plugin events go in a record before a block's text). The
+  parent reads block ``b`` from worker ``b % N`` (reading ahead up to
+  :data:`READ_AHEAD` bytes of every worker, so that workers are not held in lockstep
+  by big blocks; memory stays bounded by that), writes the text, sums the display
+  counters (shown, exchange problems) and checks that the engine counters of all
+  workers agree. Workers never touch standard output or error.
+* A worker that fails (exception, signal, early exit) or disagrees is reported as
+  ``internal error: decoding worker K failed: ...`` (exit status 70); on any exit of
+  the parent (end, error, Ctrl-C, broken output pipe) the workers are terminated and
+  reaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pickle
+import select
+import signal
+import stat
+import struct
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
+
+from kwsniff.commands.decode import engine_options, exchange_printer, open_output, report_end
+from kwsniff.errors import CaptureError, UserError
+from kwsniff.kafka.model import Exchange, KafkaMessage
+from kwsniff.kafka.protocol.schema import message_schema
+from kwsniff.kafka.topic_ids import has_topic_ids
+from kwsniff.output.facts import ExchangeFacts, TopicNames
+from kwsniff.output.filter import DisplayFilter
+from kwsniff.output.pipeline import Selection
+from kwsniff.output.summary import SummaryFormatter
+
+#: ``auto`` decodes smaller captures in one process (below this, -V saves < ~0.5 s)
+AUTO_MIN_BYTES = 4 << 20
+#: ``auto`` uses at most this many processes
+AUTO_MAX_JOBS = 4
+#: consecutive exchanges one worker renders (one record, one write in the parent)
+BLOCK = 32
+#: text a worker holds before it sends part of a block
+PART_CHARS = 1 << 20
+#: a worker's pipe writes are batched up to this many bytes
+WRITE_BATCH = 64 << 10
+#: pipe buffer requested from the kernel (best effort)
+PIPE_SIZE = 1 << 20
+#: bytes the parent reads at once, and reads ahead per worker at most
+READ_CHUNK = 1 << 20
+READ_AHEAD = 16 << 20
+
+_HEADER = struct.Struct("<cI")       # record kind, payload length
+_TEXT, _PART, _EVENTS, _FINAL, _ERROR = b"T", b"t", b"P", b"F", b"E"
+
+
+class WorkerFailed(UserError):
+    """A decoding worker crashed, exited early or disagreed with the others."""
+
+    exit_code = 70
+
+    def __init__(self, worker: int, why: str) -> None:
+        super().__init__(f"internal error: decoding worker {worker} failed: {why}")
+
+
+# ----------------------------------------------------------------------------- choice
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
+    """How many processes ``decode``/``export`` use (see the module contract); ``heavy``:
+    rendering dominates the run (``-V``, ``-x``, export)."""
+    jobs = getattr(args, "jobs", 1)
+    if jobs == 1 or getattr(args, "count", None) is not None or args.capture == "-" \
+            or not hasattr(os, "fork"):
+        return 1
+    try:
+        info = os.stat(args.capture)
+    except OSError:
+        return 1
+    if not stat.S_ISREG(info.st_mode):        # a pipe cannot be read N times
+        return 1
+    if jobs is None:
+        if not heavy or info.st_size < AUTO_MIN_BYTES:
+            return 1
+        jobs = min(_usable_cpus(), AUTO_MAX_JOBS)
+        if jobs > 1 and _compressed(args.capture):
+            return 1
+    return max(1, jobs)
+
+
+def _compressed(path: str) -> bool:
+    """Whether the capture is compressed (True too when it cannot be opened: the
+    one-process path then reports why)."""
+    from kwsniff.capture import open_capture
+    try:
+        with open_capture(path) as source:
+            return source.compression is not None
+    except (OSError, CaptureError):
+        return True
+
+
+# ----------------------------------------------------------------------------- workers
+
+_TEACHES: dict[tuple[int, str, int], bool] = {}
+
+
+def _teaches(msg: KafkaMessage | None) -> bool:
+    """Whether the facts walk of ``msg`` can teach topic names: its schema has a
+    ``TopicId`` somewhere, or its schema is unknown (the body is walked to be sure)."""
+    if msg is None or type(msg.body) is not dict:
+        return False
+    key, version = msg.api_key, msg.api_version
+    if key is None or version is None:
+        return True
+    k = (key, msg.kind, version)
+    known = _TEACHES.get(k)
+    if known is None:
+        known = message_schema(key, msg.kind, version) is None or \
+            has_topic_ids(key, msg.kind, version)
+        _TEACHES[k] = known
+    return known
+
+
+class _Sink:
+    """Length-prefixed records into a pipe, written in batches."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = bytearray()
+
+    def record(self, kind: bytes, payload: bytes) -> None:
+        buf = self.buf
+        buf += _HEADER.pack(kind, len(payload))
+        buf += payload
+        if len(buf) >= WRITE_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        view = memoryview(self.buf)
+        while view:
+            view = view[os.write(self.fd, view):]
+        view.release()
+        self.buf.clear()
+
+
+def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNames,
+           end_block: Callable[[], None], events: list[Any]) -> Iterator[Exchange]:
+    """The exchanges of ``worker``'s blocks; ``end_block()`` after each of them. The
+    others only teach ``names`` (when their schema can). ``events`` (plugin events,
+    see :class:`_PluginTap`) keeps those of this worker's blocks: the events that came
+    before one of its exchanges and those of its output; at the end it holds the events
+    after the last exchange."""
+    block, mine = -1, False
+    mark = len(events)
+    for ex in exchanges:
+        before = events[mark:]          # from the decoding up to this exchange
+        del events[mark:]
+        b = (ex.index - 1) // BLOCK
+        if b != block:
+            if mine:
+                end_block()
+            block, mine = b, b % jobs == worker
+        if mine:
+            events += before
+            yield ex
+        elif _teaches(ex.request) or _teaches(ex.response):
+            ExchangeFacts(ex, names).response_side   # noqa: B018 - walks both, learning
+        mark = len(events)
+    after = events[mark:]
+    del events[mark:]
+    if mine:
+        end_block()
+    events += after
+
+
+class _PluginTap:
+    """Worker side of plugin reporting: what would be reported (hook failures, plugin
+    notices, other reports) is recorded as events, in order, for the parent to replay
+    into its own identical plugin objects (which count, de-duplicate and print exactly
+    as one process does). Patches this worker process's Guard and PluginContext."""
+
+    def __init__(self, manager: Any) -> None:
+        from kwsniff.plugin_api.context import PluginContext
+        from kwsniff.plugin_api.guard import Guard
+        self.events: list[Any] = []
+        contexts, guards = _plugin_objects(manager)
+        ctx_ids = {id(c): i for i, c in enumerate(contexts)}
+        guard_ids = {id(g): i for i, g in enumerate(guards)}
+        events = self.events
+        failed = Guard.failed
+        report = PluginContext.report
+
+        def tap_failed(guard: Any, problem: Any, where: str = "", consequence: str = "") -> None:
+            i = guard_ids.get(id(guard))
+            if i is None:
+                failed(guard, problem, where, consequence)
+                return
+            text = problem if isinstance(problem, str) else \
+                f"{type(problem).__name__}: {problem}"
+            events.append(("failed", i, text, where, consequence))
+
+        def tap_report(ctx: Any, message: str) -> None:
+            i = ctx_ids.get(id(ctx))
+            if i is None:
+                report(ctx, message)
+            else:
+                events.append(("notice", i, message))
+
+        Guard.failed = tap_failed                      # type: ignore[method-assign]
+        PluginContext.report = tap_report              # type: ignore[method-assign]
+        manager.reporter = lambda message: events.append(("report", message))
+
+
+def _plugin_objects(manager: Any) -> tuple[list[Any], list[Any]]:
+    """The plugin contexts and hook guards of ``manager``, in a fixed order."""
+    contexts = [p.context for p in getattr(manager, "plugins", ()) if p.context is not None]
+    return contexts, [g for c in contexts for g in c.guards]
+
+
+def _replay(manager: Any, events: list[Any]) -> None:
+    """Parent side of :class:`_PluginTap`."""
+    contexts, guards = _plugin_objects(manager)
+    for ev in events:
+        if ev[0] == "failed":
+            guards[ev[1]].failed(ev[2], ev[3], ev[4])
+        elif ev[0] == "notice":
+            contexts[ev[1]].report(ev[2])
+        else:
+            manager.report(ev[1])
+
+
+#: ``factory(engine, selection, write) -> (emit, extra)``: a worker's output for one
+#: run; ``emit(exchange, facts)`` renders an owned exchange through ``write``,
+#: ``extra()`` is a dict of the worker's own counts for the parent
+Renderer = Callable[[Any, Selection, Callable[[str], Any]],
+                    tuple[Callable[[Exchange, Any], None], Callable[[], dict[str, Any]]]]
+
+
+def _work(args: argparse.Namespace, worker: int, jobs: int,
+          display_filter: DisplayFilter | None, factory: Renderer, sink: _Sink,
+          parent: int) -> None:
+    from kwsniff.capture import open_capture
+    from kwsniff.engine import Engine
+    from kwsniff.plugin_api.cli import active_manager
+    manager = active_manager()
+    events = _PluginTap(manager).events if manager is not None else []
+    engine = Engine(engine_options(args))
+    selection = Selection(display_filter, None)
+    parts: list[str] = []
+    emit, extra = factory(engine, selection, parts.append)
+    measured = [0, 0]       # parts already measured, their characters
+
+    def send(kind: bytes) -> None:
+        if events:
+            sink.record(_EVENTS, pickle.dumps(events))
+            events.clear()
+        sink.record(kind, "".join(parts).encode("utf-8", "surrogatepass"))
+        parts.clear()
+        measured[:] = [0, 0]
+
+    def end_block() -> None:
+        send(_TEXT)
+
+    with open_capture(args.capture) as source:
+        if os.getppid() != parent:
+            return      # the parent is gone already
+        owned = _owned(engine.run(source), worker, jobs, selection.names, end_block, events)
+        for ex, facts in selection(owned):
+            emit(ex, facts)
+            measured[1] += sum(map(len, parts[measured[0]:]))
+            measured[0] = len(parts)
+            if measured[1] >= PART_CHARS:
+                send(_PART)     # bounded memory with huge exchanges
+        final = {"engine": (engine.summary.exchanges_total,
+                            _engine_counters(engine, source)),
+                 "capture_problems": list(getattr(source, "problems", ())),
+                 "shown": selection.shown, "problems": selection.problems,
+                 "events": list(events), "extra": extra()}
+    sink.record(_FINAL, pickle.dumps(final))
+    sink.flush()
+
+
+def _engine_counters(engine: Any, source: Any) -> dict[str, int]:
+    from kwsniff.output.pipeline import run_counters
+    return run_counters(engine.summary, getattr(source, "problems", ()), 0)
+
+
+def _end_with_parent() -> None:
+    """Linux: SIGTERM this worker when the parent dies, even by SIGKILL (best effort)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker_main(args: argparse.Namespace, worker: int, jobs: int,
+                 display_filter: DisplayFilter | None, factory: Renderer, fd: int,
+                 parent: int) -> None:
+    """Body of a forked worker; never returns."""
+    code = 1
+    sink = _Sink(fd)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)    # the parent ends the workers
+        _end_with_parent()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+        _work(args, worker, jobs, display_filter, factory, sink, parent)
+        code = 0
+    except BaseException as err:  # noqa: BLE001 - reported by the parent
+        try:    # after the blocks already rendered, as one process would have shown
+            sink.record(_ERROR, f"{type(err).__name__}: {err}".encode("utf-8", "replace"))
+            sink.flush()
+        except BaseException:  # noqa: BLE001 - the parent is gone or reports the exit
+            pass
+    finally:
+        os._exit(code)
+
+
+# ----------------------------------------------------------------------------- parent
+
+def _exit_text(pid: int) -> str:
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return "exited"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"killed by signal {name}"
+    return f"exited with status {os.WEXITSTATUS(status)} before the end of its output"
+
+
+class _Workers:
+    """The forked workers and the read ends of their pipes."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+        self.fds: list[int] = []
+        self.bufs: list[bytearray] = []     # bytes read ahead, from ``pos`` on
+        self.pos: list[int] = []
+        self.eof: list[bool] = []
+
+    def start(self, args: argparse.Namespace, jobs: int,
+              display_filter: DisplayFilter | None, factory: Renderer) -> None:
+        pipes = []
+        parent = os.getpid()
+        try:
+            for _ in range(jobs):
+                pipes.append(os.pipe())
+                try:    # fewer context switches (best effort; Linux)
+                    fcntl.fcntl(pipes[-1][0], fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+                except (AttributeError, OSError):
+                    pass
+            for k in range(jobs):
+                pid = os.fork()
+                if pid == 0:       # the worker
+                    for j, (r, w) in enumerate(pipes):
+                        os.close(r)
+                        if j != k:
+                            os.close(w)
+                    _worker_main(args, k, jobs, display_filter, factory, pipes[k][1], parent)
+                self.pids.append(pid)
+        finally:
+            for r, w in pipes:
+                os.close(w)
+                self.fds.append(r)
+                self.bufs.append(bytearray())
+                self.pos.append(0)
+                self.eof.append(False)
+
+    def read(self, k: int) -> tuple[bytes, bytes]:
+        """The next record of worker ``k``; a failure or early end is WorkerFailed."""
+        if self._have(k, _HEADER.size):
+            kind, size = _HEADER.unpack_from(self.bufs[k], self.pos[k])
+            if self._have(k, _HEADER.size + size):
+                buf, start = self.bufs[k], self.pos[k] + _HEADER.size
+                payload = bytes(buf[start:start + size])
+                self.pos[k] = start + size
+                if self.pos[k] >= READ_CHUNK and self.pos[k] * 2 >= len(buf):
+                    del buf[:self.pos[k]]
+                    self.pos[k] = 0
+                if kind == _ERROR:
+                    raise WorkerFailed(k + 1, payload.decode("utf-8", "replace"))
+                return kind, payload
+        raise WorkerFailed(k + 1, _exit_text(self.pop_pid(k)))
+
+    def _have(self, k: int, n: int) -> bool:
+        """Whether ``n`` bytes of worker ``k`` are buffered (reading as needed)."""
+        while len(self.bufs[k]) - self.pos[k] < n:
+            if self.eof[k]:
+                return False
+            self._pump(k)
+        return True
+
+    def _pump(self, k: int) -> None:
+        """Wait for data from worker ``k``; meanwhile read ahead from the others (up to
+        READ_AHEAD bytes each), so that a worker is not held up while the parent waits
+        for a slow block of another one."""
+        wanted = [self.fds[k]]
+        for j, fd in enumerate(self.fds):
+            if j != k and not self.eof[j] and len(self.bufs[j]) - self.pos[j] < READ_AHEAD:
+                wanted.append(fd)
+        ready, _, _ = select.select(wanted, [], [])
+        for fd in ready:
+            j = self.fds.index(fd)
+            data = os.read(fd, READ_CHUNK)
+            if data:
+                self.bufs[j] += data
+            else:
+                self.eof[j] = True
+
+    def pop_pid(self, k: int) -> int:
+        pid = self.pids[k]
+        self.pids[k] = 0
+        return pid
+
+    def finish(self) -> None:
+        """Reap every worker; one that did not exit cleanly is WorkerFailed."""
+        for k in range(len(self.pids)):
+            pid = self.pop_pid(k)
+            if pid:
+                _, status = os.waitpid(pid, 0)
+                if status != 0:
+                    self.pids[k] = 0
+                    raise WorkerFailed(k + 1, "exited with status "
+                                       f"{os.waitstatus_to_exitcode(status)}")
+
+    def stop(self) -> None:
+        """Terminate and reap the workers still running; close the pipes."""
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+        for k, pid in enumerate(self.pids):
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for k, pid in enumerate(self.pids):
+            if pid:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+                self.pids[k] = 0
+
+
+class Totals:
+    """What the parent knows at the end of a parallel run."""
+
+    def __init__(self, counters: dict[str, int], shown: int, capture_problems: list[str],
+                 extras: list[dict[str, Any]]) -> None:
+        self.counters = counters                  # as :func:`run_counters` gives them
+        self.shown = shown                        # exchanges that passed the filter
+        self.capture_problems = capture_problems
+        self.extras = extras                      # every worker's ``extra()``
+
+    def extra_sum(self, key: str) -> int:
+        return sum(int(e.get(key, 0)) for e in self.extras)
+
+
+def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilter | None,
+                factory: Renderer, write: Callable[[str], Any]) -> Totals:
+    """Decode ``args.capture`` on ``jobs`` workers that render with ``factory``; write
+    their text in exchange order through ``write`` (see the module contract)."""
+    from kwsniff.capture import open_capture
+    from kwsniff.plugin_api.cli import active_manager
+    with open_capture(args.capture):      # errors exactly as in one process
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    manager = active_manager()
+    workers = _Workers()
+    try:
+        workers.start(args, jobs, display_filter, factory)
+        read = workers.read
+        block = 0
+        while True:
+            k = block % jobs
+            kind, payload = read(k)
+            while kind == _EVENTS or kind == _PART:
+                if kind == _EVENTS:
+                    _replay(manager, pickle.loads(payload))
+                elif payload:
+                    write(payload.decode("utf-8", "surrogatepass"))
+                kind, payload = read(k)
+            if kind != _TEXT:
+                break
+            if payload:
+                write(payload.decode("utf-8", "surrogatepass"))
+            block += 1
+        finals: dict[int, dict[str, Any]] = {}
+        for j in [k, *(j for j in range(jobs) if j != k)]:
+            if j != k:
+                kind, payload = read(j)
+            if kind != _FINAL:
+                raise WorkerFailed(j + 1, "its records do not match the other workers'")
+            finals[j] = pickle.loads(payload)
+        workers.finish()
+    finally:
+        workers.stop()
+    first = finals[0]
+    total, counters = first["engine"]
+    for j in range(1, jobs):
+        if finals[j]["engine"] != first["engine"] or \
+                finals[j]["capture_problems"] != first["capture_problems"]:
+            raise WorkerFailed(j + 1, "its run counters differ from worker 1's")
+    if block != -(-total // BLOCK):
+        raise WorkerFailed(k + 1, f"{block} output blocks for {total} exchanges")
+    _replay(manager, finals[k]["events"])     # after the last exchange, once
+    counters = dict(counters)
+    counters["problems"] += sum(f["problems"] for f in finals.values())
+    return Totals(counters, sum(f["shown"] for f in finals.values()),
+                  first["capture_problems"], [finals[j]["extra"] for j in range(jobs)])
+
+
+def decode_in_parallel(args: argparse.Namespace, jobs: int,
+                       display_filter: DisplayFilter | None, palette: Any,
+                       out: IO[str]) -> int:
+    """``decode`` on ``jobs`` worker processes (see the module contract)."""
+
+    def factory(engine: Any, selection: Selection, write: Callable[[str], Any]) -> Any:
+        formatter = SummaryFormatter(palette, args.time_format)
+        printer = exchange_printer(args, palette, formatter, write)
+
+        def emit(ex: Exchange, facts: Any) -> None:
+            if formatter.start_ts is None:
+                formatter.start_ts = engine.summary.first_ts   # as in one process
+            printer(ex, facts)
+
+        return emit, dict
+
+    totals = run_workers(args, jobs, display_filter, factory, out.write)
+    out.flush()
+    report_end(totals.counters, totals.shown, totals.capture_problems)
+    return 0
+
+
+def export_in_parallel(args: argparse.Namespace, jobs: int,
+                       display_filter: DisplayFilter | None) -> int:
+    """``export`` on ``jobs`` worker processes: the same JSON Lines and summary."""
+    from types import SimpleNamespace
+
+    from kwsniff.output.jsonl import ExportEncoder, JsonlWriter
+
+    def factory(engine: Any, selection: Selection, write: Callable[[str], Any]) -> Any:
+        encoder = ExportEncoder(args.capture, records=args.records, names=selection.names)
+        writer = JsonlWriter(SimpleNamespace(write=write), encoder)  # type: ignore[arg-type]
+        return writer.write_exchange, lambda: {"exchanges": encoder.exchanges,
+                                               "record_lines": encoder.record_lines}
+
+    with open_output(args.output) as stream:
+        try:
+            totals = run_workers(args, jobs, display_filter, factory, stream.write)
+            encoder = ExportEncoder(args.capture, records=args.records)
+            encoder.exchanges = totals.extra_sum("exchanges")
+            encoder.record_lines = totals.extra_sum("record_lines")
+            if not args.no_summary:
+                JsonlWriter(stream, encoder).write_summary(totals.counters)
+            stream.flush()
+        except OSError as err:
+            if isinstance(err, BrokenPipeError):
+                raise
+            raise UserError(f"cannot write {args.output}: {err.strerror or err}") from None
+    report_end(totals.counters, encoder.exchanges, totals.capture_problems, what="exported")
+    return 0
