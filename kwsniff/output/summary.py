@@ -151,8 +151,9 @@ class SummaryFormatter:
             format_latency((resp.ts_last - req.ts_last) * 1000.0
                            if req is not None and resp is not None else None),
         ]
-        codes = facts.error_codes
-        if codes:
+        errors = facts.response_side.errors       # facts.error_codes, when there are any
+        if errors:
+            codes = sorted(errors)
             names = ",".join(error_label(c, protocol) for c in codes[:2])
             if len(codes) > 2:
                 names += f",+{len(codes) - 2}"
