@@ -27,14 +27,19 @@ Key = tuple
 
 
 class Reorderer:
-    __slots__ = ("ready", "marks", "current", "versions", "limit", "next_index",
-                 "last_key", "_seq", "forcers", "out_of_order", "forced")
+    """The reorder buffer (see the module contract).
+
+    The watermark (smallest open key and its owner) is kept up to date as owners move
+    their keys, and found again by one ``min`` over the owners only when its own owner
+    moved it up: owners mostly move their keys up and seldom hold the smallest one.
+    """
+
+    __slots__ = ("ready", "current", "limit", "next_index", "last_key", "_seq", "forcers",
+                 "out_of_order", "forced", "_wm", "_wm_owner", "_wm_known")
 
     def __init__(self, limit: int = 10_000) -> None:
         self.ready: list[tuple[Key, int, Exchange]] = []
-        self.marks: list[tuple[Key, Any, int]] = []
         self.current: dict[Any, Key] = {}
-        self.versions: dict[Any, int] = {}
         self.forcers: dict[Any, Callable[[], bool]] = {}
         self.limit = limit
         self.next_index = 1
@@ -42,6 +47,9 @@ class Reorderer:
         self._seq = 0
         self.out_of_order = 0
         self.forced = 0
+        self._wm: Key | None = None          # smallest open key (when _wm_known)
+        self._wm_owner: Any = None
+        self._wm_known = True
 
     def add(self, key: Key, exchange: Exchange) -> None:
         self._seq += 1
@@ -51,38 +59,39 @@ class Reorderer:
         self.forcers[owner] = force
 
     def set_open(self, owner: Any, key: Key | None) -> None:
-        cur = self.current.get(owner)
+        current = self.current
+        cur = current.get(owner)
         if cur == key:
             return
-        ver = self.versions.get(owner, 0) + 1
-        self.versions[owner] = ver
         if key is None:
-            self.current.pop(owner, None)
+            current.pop(owner, None)
         else:
-            self.current[owner] = key
-            heapq.heappush(self.marks, (key, owner, ver))
-            if len(self.marks) > 4 * len(self.current) + 1024:
-                self._rebuild()
+            current[owner] = key
+        if not self._wm_known:
+            return
+        if owner is self._wm_owner:
+            if key is not None and key < cur:     # type: ignore[operator]
+                self._wm = key                    # moved down: still the smallest
+            else:
+                self._wm_known = False            # moved up or closed: look again later
+        elif key is not None and (self._wm is None or key < self._wm):
+            self._wm = key
+            self._wm_owner = owner
 
     def forget(self, owner: Any) -> None:
         self.set_open(owner, None)
-        self.versions.pop(owner, None)
         self.forcers.pop(owner, None)
 
-    def _rebuild(self) -> None:
-        self.marks = [(k, o, self.versions[o]) for o, k in self.current.items()]
-        heapq.heapify(self.marks)
-
     def _watermark(self) -> tuple[Key | None, Any]:
-        marks = self.marks
-        versions = self.versions
-        current = self.current
-        while marks:
-            key, owner, ver = marks[0]
-            if versions.get(owner) == ver and owner in current:
-                return key, owner
-            heapq.heappop(marks)
-        return None, None
+        if not self._wm_known:
+            current = self.current
+            if current:
+                owner = min(current, key=current.__getitem__)
+                self._wm, self._wm_owner = current[owner], owner
+            else:
+                self._wm = self._wm_owner = None
+            self._wm_known = True
+        return self._wm, self._wm_owner
 
     def drain(self, final: bool = False) -> list[Exchange]:
         out: list[Exchange] = []
