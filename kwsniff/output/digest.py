@@ -97,10 +97,13 @@ def ranges(numbers: Iterable[int]) -> str:
 
 def topic_partitions(pairs: Iterable[tuple[str, Iterable[int]]]) -> str:
     """``orders[0..2] payments[1] +2 topics`` from (topic, partitions) pairs."""
-    if type(pairs) is list and len(pairs) == 1 and type(pairs[0][0]) is str:
-        topic, parts = pairs[0]       # the usual case: one topic
-        r = ranges(parts)
-        return f"{topic}[{r}]" if r else topic
+    if type(pairs) is list and len(pairs) <= MAX_TOPICS \
+            and len({topic for topic, _ in pairs}) == len(pairs):
+        shown = []                    # the usual case: a few topics, each named once
+        for topic, parts in pairs:
+            r = ranges(parts)
+            shown.append(f"{topic}[{r}]" if r else topic)
+        return " ".join(shown)
     merged: dict[str, list[int]] = {}
     for topic, parts in pairs:
         merged.setdefault(topic, []).extend(parts)
