@@ -97,7 +97,12 @@ class Reorderer:
         out: list[Exchange] = []
         ready = self.ready
         while ready:
-            wm, owner = (None, None) if final else self._watermark()
+            if final:
+                wm = owner = None
+            elif self._wm_known:
+                wm, owner = self._wm, self._wm_owner
+            else:
+                wm, owner = self._watermark()
             if wm is not None and ready[0][0] >= wm:
                 if len(ready) <= self.limit:
                     break
