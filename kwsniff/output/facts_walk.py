@@ -103,7 +103,7 @@ class _Generator:
         keys = f"K{len(self.ns)}"
         self.ns[keys] = frozenset(names)
         up_t, up_p = (f"t{depth - 1}", f"p{depth - 1}") if depth else ("None", "None")
-        self.w(ind, f"if not {d}.keys() <= {keys}:")
+        self.w(ind, f"if not {keys}.issuperset({d}):")
         self.w(ind + 1, f"col.walk({d}, {parent!r}, {up_t}, {up_p})")
         self.w(ind, "else:")
         ind += 1
