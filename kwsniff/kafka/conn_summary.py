@@ -60,8 +60,10 @@ class ConnectionSummary:
             return
         self.requests[api_key] = self.requests.get(api_key, 0) + 1
         if api_version is not None:
-            used = self.versions_used.setdefault(api_key, [])
-            if api_version not in used:
+            used = self.versions_used.get(api_key)
+            if used is None:
+                self.versions_used[api_key] = [api_version]
+            elif api_version not in used:
                 used.append(api_version)
 
     def note_errors(self, body: dict[str, Any] | None, api_key: int | None = None,

@@ -51,14 +51,19 @@ class ReleaseControl:
             # rest of the capture for it (if it turns out to be Kafka, its first
             # exchanges may come out of capture order, flagged)
             return best
-        if state in (UNDECIDED, KAFKA, KAFKA07) and not self.unordered_partial:
-            idx = self.conn.index
-            for d in (0, 1):
-                k2 = self.framers[d].open_key()
-                if k2 is not None:
-                    k = (k2[0], idx, d, k2[1])
-                    if best is None or k < best:
-                        best = k
+        if (state == KAFKA or state == UNDECIDED or state == KAFKA07) \
+                and not self.unordered_partial:
+            f0, f1 = self.framers
+            k2 = f0.open_key()
+            if k2 is not None:
+                k = (k2[0], self.conn.index, 0, k2[1])
+                if best is None or k < best:
+                    best = k
+            k2 = f1.open_key()
+            if k2 is not None:
+                k = (k2[0], self.conn.index, 1, k2[1])
+                if best is None or k < best:
+                    best = k
         return best
 
     def _refresh(self) -> None:

@@ -585,6 +585,8 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
 
     def _overtake(self, key: tuple) -> None:
         """Requests older than an answered one are unlikely to be answered any more."""
+        if not self.pending:
+            return
         limit = self.ctx.options.overtake_limit
         for q in list(self.pending.values()):
             if q.key >= key:

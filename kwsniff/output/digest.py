@@ -23,6 +23,7 @@ from typing import Any
 
 from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, ORPHAN_RESPONSE, UNANSWERED, Exchange, \
     KafkaMessage
+from kwsniff.kafka.records import Records
 from kwsniff.output import extra_fields
 from kwsniff.output.facts import ExchangeFacts, uuid_text
 from kwsniff.output.names import LEGACY_PROTOCOL, SASL_PROTOCOL, api_label, error_label
@@ -77,6 +78,8 @@ def short(text: Any, limit: int = SHORT_ID) -> str:
 
 def ranges(numbers: Iterable[int]) -> str:
     """``0..2,5,7..8`` from partition numbers (sorted, unique)."""
+    if type(numbers) is list and len(numbers) == 1 and type(numbers[0]) is int:
+        return str(numbers[0])     # the usual case: one partition
     nums = sorted({n for n in numbers if type(n) is int})
     if len(nums) == 1:
         return str(nums[0])
@@ -94,6 +97,13 @@ def ranges(numbers: Iterable[int]) -> str:
 
 def topic_partitions(pairs: Iterable[tuple[str, Iterable[int]]]) -> str:
     """``orders[0..2] payments[1] +2 topics`` from (topic, partitions) pairs."""
+    if type(pairs) is list and len(pairs) <= MAX_TOPICS \
+            and len({topic for topic, _ in pairs}) == len(pairs):
+        shown = []                    # the usual case: a few topics, each named once
+        for topic, parts in pairs:
+            r = ranges(parts)
+            shown.append(f"{topic}[{r}]" if r else topic)
+        return " ".join(shown)
     merged: dict[str, list[int]] = {}
     for topic, parts in pairs:
         merged.setdefault(topic, []).extend(parts)
@@ -127,11 +137,17 @@ def _dicts(body: Body | None, key: str) -> list[Body]:
 
 
 def _partition_of(p: Body) -> int | None:
-    for key in ("PartitionIndex", "Partition", "Index", "PartitionId"):
-        v = p.get(key)
-        if type(v) is int:
-            return v
-    return None
+    v = p.get("PartitionIndex")
+    if type(v) is int:
+        return v
+    v = p.get("Partition")
+    if type(v) is int:
+        return v
+    v = p.get("Index")
+    if type(v) is int:
+        return v
+    v = p.get("PartitionId")
+    return v if type(v) is int else None
 
 
 def _pairs(body: Body | None, topics_key: str, parts_key: str, facts: ExchangeFacts,
@@ -139,7 +155,13 @@ def _pairs(body: Body | None, topics_key: str, parts_key: str, facts: ExchangeFa
     """``(topic, partition numbers)`` per topic struct; the partition structs are also
     appended to ``structs`` when given."""
     out = []
-    for t in _dicts(body, topics_key):
+    topics = body.get(topics_key) if body else None
+    if type(topics) is not list:
+        return out
+    label = facts.topic_label
+    for t in topics:
+        if type(t) is not dict:
+            continue
         parts = t.get(parts_key)
         nums: list[int] = []
         if type(parts) is list:
@@ -152,7 +174,7 @@ def _pairs(body: Body | None, topics_key: str, parts_key: str, facts: ExchangeFa
                         nums.append(n)
                 elif type(p) is int:
                     nums.append(p)
-        out.append((facts.topic_label(t), nums))
+        out.append((label(t), nums))
     return out
 
 
@@ -202,6 +224,8 @@ def records_stats(records: Any) -> tuple[int, int, int]:
     """``(batches, records, bytes)`` of a record set, from batch headers only."""
     if records is None:
         return 0, 0, 0
+    if type(records) is Records:     # parses batch headers on demand, never raises
+        return len(records.batches), records.record_count, len(records.data)
     try:
         size = len(records)
     except Exception:  # noqa: BLE001
@@ -312,9 +336,16 @@ def _fetch_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
     parts_n = 0
     nonempty = 0
     hw = None
-    codes: list[int] = []
-    for t in _dicts(b, "Responses"):
-        for p in _dicts(t, "Partitions"):
+    errors: list[int] = []
+    for t in _list(b, "Responses"):
+        if type(t) is not dict:
+            continue
+        partitions = t.get("Partitions")
+        if type(partitions) is not list:
+            continue
+        for p in partitions:
+            if type(p) is not dict:
+                continue
             parts_n += 1
             _, cc, ss = records_stats(p.get("Records"))
             total += cc
@@ -323,20 +354,19 @@ def _fetch_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
                 nonempty += 1
             hw = p.get("HighWatermark")
             c = p.get("ErrorCode")
-            if type(c) is int:
-                codes.append(c)
-    out = [f"{total} record{'s' if total != 1 else ''}"]
+            if c and type(c) is int:
+                errors.append(c)
+    out = f"{total} record{'s' if total != 1 else ''}"
     if size:
-        out[0] += f" {human_bytes(size)}"
+        out += f" {human_bytes(size)}"
     if parts_n == 1:
         if hw is not None:
-            out.append(f"hw {hw}")
+            out += f", hw {hw}"
     elif parts_n > 1:
-        out.append(f"from {nonempty}/{parts_n} partitions")
-    errors = [c for c in codes if c]
+        out += f", from {nonempty}/{parts_n} partitions"
     if errors:
-        out.append(error_summary(errors))
-    return ", ".join(out)
+        out += ", " + error_summary(errors)
+    return out
 
 
 # ----------------------------------------------------------------------------- ListOffsets (2)

@@ -11,6 +11,9 @@ Contract:
   (``entityType: topicName/groupId/transactionalId/producerId``), expressed as rules on
   field names and their enclosing array, so it works for every API and version without
   a per-API table. Record sets are counted from batch headers only (no record decoding).
+  Bodies the schema table decoded are walked by walkers generated from their schema
+  (:mod:`kwsniff.output.facts_walk`) that look only at the fields that can matter; they
+  find exactly what the generic walk finds.
 * Topic ids (``uuid``) are turned into names with a :class:`TopicNames` map learned from
   responses that carry both (Metadata v10+, CreateTopics v7+, DeleteTopics v6+, ...);
   an id never seen with a name is reported as its UUID text.
@@ -24,52 +27,35 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from kwsniff.kafka.model import Exchange, KafkaMessage
+from kwsniff.kafka.model import RESPONSE, Exchange, KafkaMessage
 from kwsniff.kafka.records import Records
 
-# Field-name rules derived from the entityType annotations of the message definitions.
-_TOPIC_KEYS = frozenset({"Topic", "TopicName"})
-_TOPIC_NAME_PARENTS = frozenset({"Topics", "TopicData", "Responses", "Results", "TopicResults",
-                                 "ResultsByTopicV3AndBelow", "V3AndBelowTopics"})
-_TOPIC_LIST_KEYS = frozenset({"Topics", "TopicNames", "SubscribedTopicNames"})
-_GROUP_KEYS = frozenset({"GroupId"})
-_GROUP_LIST_KEYS = frozenset({"Groups", "GroupIds", "GroupsNames"})
-_TXN_KEYS = frozenset({"TransactionalId", "V3AndBelowTransactionalId"})
-_TXN_LIST_KEYS = frozenset({"TransactionalIds"})
-_PARTITION_KEYS = frozenset({"Partition", "PartitionIndex", "PartitionId"})
-_INDEX_PARENTS = frozenset({"PartitionData", "PartitionResponses", "Partitions"})
-_PARTITION_LIST_KEYS = frozenset({"PartitionIndexes", "Partitions"})
-_PRODUCER_KEYS = frozenset({"ProducerId", "V3AndBelowProducerId"})
-_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-_TOPIC_RESOURCE_TYPE = 2   # ConfigResource.Type.TOPIC and AclResourceType.TOPIC
+from kwsniff.output.entity_rules import (
+    COORDINATOR_KEY,
+    ERROR,
+    GROUP,
+    GROUP_LIST_KEYS,
+    INDEX,
+    INDEX_PARENTS,
+    INT_ROLES,
+    MEMBER,
+    PARTITION,
+    PARTITION_LIST_KEYS,
+    PRODUCER,
+    RESOURCE,
+    STR_ROLES,
+    TOPIC_LIST_KEYS,
+    TOPIC_NAME_PARENTS,
+    TOPIC_RESOURCE_TYPE,
+    TXN,
+    TXN_LIST_KEYS,
+    ZERO_UUID,
+    int_role,
+)
+from kwsniff.output.facts_walk import body_walker
+
 _FIND_COORDINATOR = 10
-
-# What an int or str field means to the walk, by its name (the rules above, looked up
-# once per name: the walk sees the same few hundred names over and over).
-_ERROR, _PARTITION, _INDEX, _PRODUCER = 1, 2, 3, 4           # int fields
-_GROUP, _TXN, _MEMBER, _RESOURCE, _COORDINATOR_KEY = 1, 2, 3, 4, 5   # str fields
-_STR_ROLES: dict[str, int] = {
-    **dict.fromkeys(_GROUP_KEYS, _GROUP), **dict.fromkeys(_TXN_KEYS, _TXN),
-    "MemberId": _MEMBER, "ResourceName": _RESOURCE, "Key": _COORDINATOR_KEY}
-_INT_ROLES: dict[str, int] = {}
-_INT_ROLES_LIMIT = 10_000     # field names are schema names; the bound is a safety net
-
-
-def _int_role(key: str) -> int:
-    """The role of an int field named ``key`` (remembered in :data:`_INT_ROLES`)."""
-    if key.endswith("ErrorCode"):
-        role = _ERROR
-    elif key in _PARTITION_KEYS:
-        role = _PARTITION
-    elif key == "Index":
-        role = _INDEX          # a partition index only under _INDEX_PARENTS
-    elif key in _PRODUCER_KEYS:
-        role = _PRODUCER
-    else:
-        role = 0
-    if len(_INT_ROLES) < _INT_ROLES_LIMIT:
-        _INT_ROLES[key] = role
-    return role
+_API_VERSIONS = 18
 
 
 def uuid_text(value: Any) -> str | None:
@@ -93,7 +79,7 @@ class TopicNames:
         self._names: OrderedDict[str, str] = OrderedDict()
 
     def learn(self, topic_id: str, name: str) -> None:
-        if topic_id == _ZERO_UUID or not name:
+        if topic_id == ZERO_UUID or not name:
             return
         names = self._names
         if topic_id in names:
@@ -158,6 +144,8 @@ class _Collector:
 
     def walk(self, obj: dict[str, Any], parent: str | None, topic: str | None,
              partition: int | None = None) -> None:
+        """Collect the entities of ``obj``, a struct under the field ``parent`` (None for
+        a body), and of every struct below it, whatever keys they hold."""
         get = obj.get
         # Resolve this struct's topic and partition first so that records below it are
         # attributed to them.
@@ -165,22 +153,14 @@ class _Collector:
         if type(own_topic) is not str:
             own_topic = get("TopicName")
             if type(own_topic) is not str:
-                own_topic = get("Name") if parent in _TOPIC_NAME_PARENTS else None
+                own_topic = get("Name") if parent in TOPIC_NAME_PARENTS else None
                 if type(own_topic) is not str:
                     own_topic = get("_topic_name")
                     if type(own_topic) is not str:
                         own_topic = None
         tid = get("TopicId")
         if tid is not None:
-            text = uuid_text(tid)
-            if text and text != _ZERO_UUID:
-                if own_topic is not None:
-                    if self.names is not None:
-                        self.names.learn(text, own_topic)
-                else:
-                    learned = self.names.get(text) if self.names is not None else None
-                    own_topic = learned or text
-                self.topic_ids[text] = None
+            own_topic = self.topic_id(tid, own_topic)
         if own_topic is not None:
             self.topics[own_topic] = None
             topic = own_topic
@@ -188,86 +168,116 @@ class _Collector:
         if type(p) is not int:
             p = get("Partition")
             if type(p) is not int:
-                p = get("Index") if parent in _INDEX_PARENTS else None
+                p = get("Index") if parent in INDEX_PARENTS else None
         if type(p) is int:
             partition = p
-        int_roles = _INT_ROLES
-        str_roles = _STR_ROLES
+        item = self.item
         for key, value in obj.items():
-            kind = type(value)
-            if kind is int:
-                role = int_roles.get(key)
-                if role is None:
-                    role = _int_role(key)
-                if role:
-                    if role == _ERROR:
-                        if value and self.is_response:
-                            self.errors[value] = None
-                    elif role == _PARTITION or (role == _INDEX and parent in _INDEX_PARENTS):
-                        self.partitions[value] = None
-                    elif role == _PRODUCER:
-                        if value >= 0:
-                            self.producer_ids[value] = None
-            elif kind is list:
-                if not value:
-                    continue
-                first = value[0]
-                if type(first) is dict:
-                    for item in value:
-                        if type(item) is dict:
-                            self.walk(item, key, topic, partition)
-                elif type(first) is str:
-                    if key in _TOPIC_LIST_KEYS:
-                        for item in value:
-                            if type(item) is str:
-                                self.topics[item] = None
-                    elif key in _GROUP_LIST_KEYS:
-                        for item in value:
-                            if type(item) is str:
-                                self.groups[item] = None
-                    elif key in _TXN_LIST_KEYS:
-                        for item in value:
-                            if type(item) is str:
-                                self.txn_ids[item] = None
-                    elif key == "CoordinatorKeys" and self.group_keys:
-                        for item in value:
-                            if type(item) is str:
-                                self.groups[item] = None
-                elif type(first) is int and key in _PARTITION_LIST_KEYS:
-                    for item in value:
-                        if type(item) is int:
-                            self.partitions[item] = None
-            elif kind is str:
-                role = str_roles.get(key, 0)
-                if role:
-                    if role == _GROUP:
-                        if value:
-                            self.groups[value] = None
-                    elif role == _TXN:
-                        if value:
-                            self.txn_ids[value] = None
-                    elif role == _MEMBER:
-                        if value:
-                            self.members[value] = None
-                    elif role == _RESOURCE:
-                        if get("ResourceType") == _TOPIC_RESOURCE_TYPE:
-                            self.topics[value] = None
-                    elif self.group_keys:   # _COORDINATOR_KEY
+            item(obj, key, value, parent, topic, partition)
+
+    def topic_id(self, tid: Any, own_topic: str | None) -> str | None:
+        """Note the ``TopicId`` value of a struct whose own topic name is ``own_topic``;
+        returns the struct's topic (the learned name or id text when it has no name)."""
+        text = uuid_text(tid)
+        if text and text != ZERO_UUID:
+            if own_topic is not None:
+                if self.names is not None:
+                    self.names.learn(text, own_topic)
+            else:
+                learned = self.names.get(text) if self.names is not None else None
+                own_topic = learned or text
+            self.topic_ids[text] = None
+        return own_topic
+
+    def item(self, obj: dict[str, Any], key: str, value: Any, parent: str | None,
+             topic: str | None, partition: int | None) -> None:
+        """Collect what the field ``key`` = ``value`` of the struct ``obj`` names (the
+        struct's topic and partition already resolved)."""
+        kind = type(value)
+        if kind is int:
+            role = INT_ROLES.get(key)
+            if role is None:
+                role = int_role(key)
+            if role:
+                if role == ERROR:
+                    if value and self.is_response:
+                        self.errors[value] = None
+                elif role == PARTITION or (role == INDEX and parent in INDEX_PARENTS):
+                    self.partitions[value] = None
+                elif role == PRODUCER:
+                    if value >= 0:
+                        self.producer_ids[value] = None
+        elif kind is list:
+            if not value:
+                return
+            first = value[0]
+            if type(first) is dict:
+                for element in value:
+                    if type(element) is dict:
+                        self.walk(element, key, topic, partition)
+            elif type(first) is str:
+                if key in TOPIC_LIST_KEYS:
+                    for element in value:
+                        if type(element) is str:
+                            self.topics[element] = None
+                elif key in GROUP_LIST_KEYS:
+                    for element in value:
+                        if type(element) is str:
+                            self.groups[element] = None
+                elif key in TXN_LIST_KEYS:
+                    for element in value:
+                        if type(element) is str:
+                            self.txn_ids[element] = None
+                elif key == "CoordinatorKeys" and self.group_keys:
+                    for element in value:
+                        if type(element) is str:
+                            self.groups[element] = None
+            elif type(first) is int and key in PARTITION_LIST_KEYS:
+                for element in value:
+                    if type(element) is int:
+                        self.partitions[element] = None
+        elif kind is str:
+            role = STR_ROLES.get(key, 0)
+            if role:
+                if role == GROUP:
+                    if value:
                         self.groups[value] = None
-            elif kind is dict:
-                self.walk(value, key, topic, partition)
-            elif value is not None and isinstance(value, Records):
-                n = records_count(value, self.exact)
-                size = records_size(value)
-                self.records += n
-                self.sets.append((topic, partition, value))
-                if topic is not None:
-                    acc = self.per_topic.get(topic)
-                    if acc is None:
-                        self.per_topic[topic] = [n, size]
-                    else:
-                        acc[0] += n
-                        acc[1] += size
+                elif role == TXN:
+                    if value:
+                        self.txn_ids[value] = None
+                elif role == MEMBER:
+                    if value:
+                        self.members[value] = None
+                elif role == RESOURCE:
+                    if obj.get("ResourceType") == TOPIC_RESOURCE_TYPE:
+                        self.topics[value] = None
+                elif self.group_keys:   # COORDINATOR_KEY
+                    self.groups[value] = None
+        elif kind is dict:
+            self.walk(value, key, topic, partition)
+        elif value is not None and isinstance(value, Records):
+            self.records_set(value, topic, partition)
+
+    def records_set(self, records: Records, topic: str | None, partition: int | None) -> None:
+        """Count a record set of ``topic``/``partition`` (from its batch headers)."""
+        if type(records) is Records and not self.exact:
+            try:                            # records_count() without its arguments
+                n = records.record_count
+            except Exception:  # noqa: BLE001 - counts as zero; records.py reports it
+                n = 0
+            size = len(records.data)
+        else:
+            n = records_count(records, self.exact)
+            size = records_size(records)
+        self.records += n
+        self.sets.append((topic, partition, records))
+        if topic is not None:
+            acc = self.per_topic.get(topic)
+            if acc is None:
+                self.per_topic[topic] = [n, size]
+            else:
+                acc[0] += n
+                acc[1] += size
 
 
 class ExchangeFacts:
@@ -295,11 +305,25 @@ class ExchangeFacts:
                     req = self.exchange.request
                     req_type = (req.body or {}).get("KeyType", 0) if req is not None else 0
                     col.group_keys = req_type == 0
+            walker = self._walker(msg)
             try:
-                col.walk(body, None, None)
+                if walker is not None:
+                    walker(col, body)
+                else:
+                    col.walk(body, None, None)
             except RecursionError:
                 pass
         return col
+
+    def _walker(self, msg: KafkaMessage) -> Any:
+        """The schema-driven walker of a body the schema table decoded, or None."""
+        key, version = msg.api_key, msg.api_version
+        if self.exchange.protocol != "kafka" or key is None or version is None:
+            return None
+        if key == _API_VERSIONS and msg.kind == RESPONSE:
+            # the body of an ApiVersions response may be decoded at a lower version
+            version = msg.header.get("_body_version", version)
+        return body_walker(key, msg.kind, version)
 
     @property
     def names(self) -> TopicNames | None:
@@ -450,12 +474,12 @@ def iter_record_sets(msg: KafkaMessage | None, names: TopicNames | None = None
         obj, parent, topic, partition = stack.pop()
         for key in ("Topic", "TopicName", "Name", "_topic_name"):
             name = obj.get(key)
-            if type(name) is str and (key != "Name" or parent in _TOPIC_NAME_PARENTS):
+            if type(name) is str and (key != "Name" or parent in TOPIC_NAME_PARENTS):
                 topic = name
                 break
         else:
             text = uuid_text(obj.get("TopicId"))
-            if text and text != _ZERO_UUID:
+            if text and text != ZERO_UUID:
                 topic = (names.get(text) if names is not None else None) or text
         for key in ("PartitionIndex", "Partition", "PartitionId"):
             p = obj.get(key)
@@ -464,7 +488,7 @@ def iter_record_sets(msg: KafkaMessage | None, names: TopicNames | None = None
                 break
         else:
             p = obj.get("Index")
-            if type(p) is int and parent in _INDEX_PARENTS:
+            if type(p) is int and parent in INDEX_PARENTS:
                 partition = p
         children = []
         for key, value in obj.items():

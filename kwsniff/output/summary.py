@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import time as _time
 
-from kwsniff.kafka.model import Exchange
+from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.output.color import PLAIN, Palette
 from kwsniff.output.digest import ARROW, describe_api, digest
 from kwsniff.output.facts import ExchangeFacts
@@ -71,14 +71,15 @@ def format_latency(ms: float | None) -> str:
     return f"{ms / 1000:.2f} s"
 
 
-#: entries each of the formatter's caches of connection routes and API labels holds
-#: before it is cleared (a capture has few connections and API versions, so it rarely is)
+#: entries each of the formatter's caches of connection routes, client ids and API labels
+#: holds before it is cleared (a capture has few of each, so it rarely is)
 CACHE_LIMIT = 4096
 
 
 class SummaryFormatter:
     """Formats summary lines; remembers the first timestamp for relative times, and the
-    coloured route and API label texts already made (the same few recur on every line)."""
+    coloured route, client id and API label texts already made (the same few recur on
+    every line)."""
 
     def __init__(self, palette: Palette = PLAIN, time_format: str = "r",
                  start_ts: float | None = None) -> None:
@@ -89,6 +90,7 @@ class SummaryFormatter:
         self.start_ts = start_ts
         self._routes: dict[tuple, str] = {}
         self._apis: dict[tuple, str] = {}
+        self._clients: dict[str | None, str] = {}
 
     def _route(self, client: tuple[str, int], broker: tuple[str, int]) -> str:
         routes = self._routes
@@ -100,9 +102,9 @@ class SummaryFormatter:
             routes[(client, broker)] = text
         return text
 
-    def _api(self, exchange: Exchange) -> str:
-        msg = exchange.request or exchange.response
-        key = (exchange.protocol, msg.api_key, msg.api_version) if msg is not None else None
+    def _api(self, msg: KafkaMessage | None, protocol: str, exchange: Exchange) -> str:
+        """The coloured ``"Produce v9"`` label of an exchange whose first message is ``msg``."""
+        key = (protocol, msg.api_key, msg.api_version) if msg is not None else None
         apis = self._apis
         text = apis.get(key)
         if text is None:
@@ -112,39 +114,58 @@ class SummaryFormatter:
             apis[key] = text
         return text
 
+    def _client(self, client_id: str | None) -> str:
+        """The printable client id (``-`` when there is none); remembered per id."""
+        clients = self._clients
+        text = clients.get(client_id)
+        if text is None:
+            text = printable(client_id) if client_id else "-"
+            if len(clients) >= CACHE_LIMIT:
+                clients.clear()
+            clients[client_id] = text
+        return text
+
     def format(self, exchange: Exchange, facts: ExchangeFacts | None = None) -> str:
         p = self.palette
         if facts is None:
             facts = ExchangeFacts(exchange)
-        ts = exchange.ts
+        req, resp = exchange.request, exchange.response
+        first = req if req is not None else exchange._first()
+        ts = first.ts_last
         if self.start_ts is None:
             self.start_ts = ts
-        when = format_time(ts, self.time_format, self.start_ts)
-        client_id = exchange.client_id
-        corr = exchange.correlation_id
+        mode = self.time_format
+        if mode == "r":
+            when = f"{ts - self.start_ts:>10.6f}"
+        else:
+            when = f"{format_time(ts, mode, self.start_ts):>10}"
+        protocol = exchange.protocol
+        corr = first.correlation_id
         parts = [
             f"{exchange.index:5d}",
-            p.time(f"{when:>10}"),
+            p.time(when) if p.enabled else when,
             self._route(exchange.client, exchange.broker),
-            printable(client_id) if client_id else "-",
-            self._api(exchange),
+            self._client(req.client_id if req is not None else None),
+            self._api(first, protocol, exchange),
             f"#{corr}" if corr is not None else "#-",
-            format_latency(exchange.latency_ms),
+            format_latency((resp.ts_last - req.ts_last) * 1000.0
+                           if req is not None and resp is not None else None),
         ]
-        codes = facts.error_codes
-        if codes:
-            names = ",".join(error_label(c, exchange.protocol) for c in codes[:2])
+        errors = facts.response_side.errors       # facts.error_codes, when there are any
+        if errors:
+            codes = sorted(errors)
+            names = ",".join(error_label(c, protocol) for c in codes[:2])
             if len(codes) > 2:
                 names += f",+{len(codes) - 2}"
             parts.append(p.error(names))
         text = digest(exchange, facts)
         if text:
-            parts.append(printable(text))
+            parts.append(text if text.isprintable() else printable(text))
         problems = len(exchange.problems)
-        if exchange.request is not None:
-            problems += len(exchange.request.problems)
-        if exchange.response is not None:
-            problems += len(exchange.response.problems)
+        if req is not None:
+            problems += len(req.problems)
+        if resp is not None:
+            problems += len(resp.problems)
         # batch header and CRC checks of the record sets (never record decoding):
         # the problems the export lists and -V shows under each batch
         problems += facts.record_problems
