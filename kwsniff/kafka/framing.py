@@ -110,6 +110,21 @@ class Frame:
                 f"{self.frame_last}, missing={self.missing}, skipped_before={self.skipped_before})")
 
 
+class _LazyBounds:
+    """``(segment starts, segment ends)`` as buffer indexes, computed on first index."""
+
+    __slots__ = ("framer", "value")
+
+    def __init__(self, framer: Framer) -> None:
+        self.framer = framer
+        self.value: tuple[set[int], set[int]] | None = None
+
+    def __getitem__(self, i: int) -> set[int]:
+        if self.value is None:
+            self.value = self.framer._seg_bounds()
+        return self.value[i]
+
+
 class Framer:
     """Cuts one TCP direction into frames; see the module docstring for the contract."""
 
@@ -560,8 +575,14 @@ class Framer:
         ends = {s[1] - base for s in self.segs}
         return starts, ends
 
+    def _lazy_bounds(self) -> _LazyBounds:
+        """:meth:`_seg_bounds`, made on first use: hunting through bytes where no frame
+        header is plausible never needs them (building them per chunk would cost time
+        quadratic in the chunks held)."""
+        return _LazyBounds(self)
+
     def _judge(self, p: int, end: int, final: bool,
-               bounds: tuple[set[int], set[int]]) -> int:
+               bounds: _LazyBounds) -> int:
         """Verdict on a frame start at buffer index ``p``: CERTAIN or STRONG (accept), NO,
         SHORT (wait for more bytes)."""
         verdict, size = self.check(self.buf, p, end)
@@ -579,7 +600,7 @@ class Framer:
         return result
 
     def _chain(self, p: int, size: int, end: int, final: bool,
-               bounds: tuple[set[int], set[int]]) -> int:
+               bounds: _LazyBounds) -> int:
         """Follow the frames chained after a WEAK start at ``p``."""
         buf = self.buf
         check = self.check
@@ -644,7 +665,7 @@ class Framer:
         buf = self.buf
         end = len(buf)
         p = max(self.scan, self.pos)
-        bounds = self._seg_bounds()
+        bounds = self._lazy_bounds()
         while p < end:
             if end - p < 4:
                 break
@@ -680,7 +701,7 @@ class Framer:
             self._trim_segs()
             self._compact()
 
-    def _accept(self, p: int, bounds: tuple[set[int], set[int]], certain: bool = False) -> list[Frame]:
+    def _accept(self, p: int, bounds: _LazyBounds, certain: bool = False) -> list[Frame]:
         """Sync at buffer index ``p``; recover complete frames that end exactly at ``p``."""
         self.state = SYNCED
         self.resyncs += 1

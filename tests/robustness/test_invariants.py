@@ -114,7 +114,7 @@ def _other_port_garbage(n: int) -> list[tuple]:
 
 
 @pytest.mark.parametrize("make,n", [
-    (_garbage_after_request, 200_000),
+    (_garbage_after_request, 1_600_000),
     (_tiny_segments_undecided, 8_000),
     (_many_exchanges, 1_000),
     (_many_connections, 300),
