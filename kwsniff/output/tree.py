@@ -272,61 +272,56 @@ class _Builder:
               path: tuple[Any, ...], about: str | None, enum: str | None,
               holder: dict[str, Any], struct_info: Any = None,
               names: tuple[str, ...] | None = None, meta: bool = True) -> None:
+        """The node(s) of one field; ``meta``: ``holder`` may carry ``_redacted_<key>`` /
+        ``_decoded_<key>`` notes (False skips looking them up)."""
         t = type(value)
-        if t is int or t is str:
-            # the most common values first; same text as the general path below
-            text, style = _scalar(key, value, enum, self.protocol)
-            if key == "TopicId" and isinstance(holder.get("_topic_name"), str):
-                text += f" ({holder['_topic_name']})"
-            if meta and holder.get(f"_redacted_{key}"):
-                text += " (secrets masked)"
-            node = self.node(key, text, section, path, about, style)
-            parent.children.append(node)
-            if style == "error":
-                node.about = f"{error_name(value)}: {error_description(value)}"
-            if meta:
-                decoded = holder.get(f"_decoded_{key}")
-                if isinstance(decoded, dict):
-                    self.embedded(node, decoded)
-            return
-        if names is None:
-            names = tuple(p for p in path if not isinstance(p, int))
-        if isinstance(value, dict):
-            node = parent.add(self.node(key, "", section, path, about))
-            self.fields(node, value, section, path, struct_info, names)
-            return
-        if isinstance(value, list):
-            if value and all(isinstance(v, dict) for v in value):
-                count = f"{len(value)} item{'s' if len(value) != 1 else ''}"
-                node = parent.add(self.node(key, count, section, path, about))
-                for i, item in enumerate(value):
-                    ipath = (*path, i)
-                    child = node.add(self.node(f"{key}[{i}]", _item_hint(item), section, ipath))
-                    self.fields(child, item, section, ipath, struct_info, names)
+        if t is not int and t is not str:       # (ints and strings: most values)
+            if names is None:
+                names = tuple(p for p in path if not isinstance(p, int))
+            if isinstance(value, dict):
+                node = parent.add(self.node(key, "", section, path, about))
+                self.fields(node, value, section, path, struct_info, names)
                 return
-            shown = value[:INLINE_LIST_LIMIT]
-            parts = []
-            for v in shown:
-                text, _ = _scalar(key, v, enum, self.protocol)
-                parts.append(text)
-            more = f", … (+{len(value) - INLINE_LIST_LIMIT})" \
-                if len(value) > INLINE_LIST_LIMIT else ""
-            parent.add(self.node(key, f"[{', '.join(parts)}{more}]", section, path, about))
-            return
-        if isinstance(value, Records):
-            self.records(parent, key, value, section, path, about)
-            return
+            if isinstance(value, list):
+                self.array(parent, key, value, section, path, about, enum, struct_info, names)
+                return
+            if isinstance(value, Records):
+                self.records(parent, key, value, section, path, about)
+                return
         text, style = _scalar(key, value, enum, self.protocol)
         if key == "TopicId" and isinstance(holder.get("_topic_name"), str):
             text += f" ({holder['_topic_name']})"
-        if holder.get(f"_redacted_{key}"):
+        if meta and holder.get(f"_redacted_{key}"):
             text += " (secrets masked)"
-        node = parent.add(self.node(key, text, section, path, about, style))
+        node = self.node(key, text, section, path, about, style)
+        parent.children.append(node)
         if style == "error" and isinstance(value, int):
             node.about = f"{error_name(value)}: {error_description(value)}"
-        decoded = holder.get(f"_decoded_{key}")
-        if isinstance(decoded, dict):
-            self.embedded(node, decoded)
+        if meta:
+            decoded = holder.get(f"_decoded_{key}")
+            if isinstance(decoded, dict):
+                self.embedded(node, decoded)
+
+    def array(self, parent: TreeNode, key: str, value: list[Any], section: str,
+              path: tuple[Any, ...], about: str | None, enum: str | None,
+              struct_info: Any, names: tuple[str, ...]) -> None:
+        """An array field: one node per struct element, or scalars inline."""
+        if value and all(isinstance(v, dict) for v in value):
+            count = f"{len(value)} item{'s' if len(value) != 1 else ''}"
+            node = parent.add(self.node(key, count, section, path, about))
+            for i, item in enumerate(value):
+                ipath = (*path, i)
+                child = node.add(self.node(f"{key}[{i}]", _item_hint(item), section, ipath))
+                self.fields(child, item, section, ipath, struct_info, names)
+            return
+        shown = value[:INLINE_LIST_LIMIT]
+        parts = []
+        for v in shown:
+            text, _ = _scalar(key, v, enum, self.protocol)
+            parts.append(text)
+        more = f", … (+{len(value) - INLINE_LIST_LIMIT})" \
+            if len(value) > INLINE_LIST_LIMIT else ""
+        parent.add(self.node(key, f"[{', '.join(parts)}{more}]", section, path, about))
 
     def unknown_tags(self, parent: TreeNode, tags: Any, section: str,
                      path: tuple[Any, ...]) -> None:
