@@ -496,12 +496,12 @@ class _Builder:
             return node
         # max_chars: only the shown part of a long value is rendered (a 40 KB binary
         # value is not turned into 80 KB of hex to show 256 characters of it)
-        rendered = None if data is None else render_payload(
+        rendered = render_payload(
             data, topic=topic, partition=partition, part=part, header_key=header_key,
             max_chars=self.value_chars)
         node = TreeNode(label, self._payload_text(data, rendered))
         parent.children.append(node)
-        if rendered is not None and (rendered.kind == "decoded" or rendered.problems):
+        if rendered.kind == "decoded" or rendered.problems:
             obj = rendered.obj
             if rendered.kind == "decoded" and isinstance(obj, dict):
                 _plain_dict(node, obj)
@@ -512,16 +512,8 @@ class _Builder:
                 node.add(TreeNode("Problem", str(p), style="warn"))
         return node
 
-    def payload(self, data: bytes | None, topic: str | None, partition: int | None,
-                part: str) -> str:
-        if data is None:
-            return "null"
-        return self._payload_text(data, render_payload(data, topic=topic, partition=partition,
-                                                       part=part))
-
-    def _payload_text(self, data: bytes | None, rendered: Any) -> str:
-        if data is None or rendered is None:
-            return "null"
+    def _payload_text(self, data: bytes, rendered: Any) -> str:
+        """The node value of ``data`` as ``render_payload`` rendered it."""
         kind = rendered.kind
         if kind == "empty":
             return "0 bytes"
