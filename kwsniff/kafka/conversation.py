@@ -472,7 +472,8 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
         else:
             why = f"a {have}-byte frame too short for a {what} header"
         self._problem(f"frame {f.frame_first}: {why}; not reported as an exchange")
-        self.framers[d].skipped_bytes += have + 4
+        # every captured byte of the frame: size prefix, head and what followed a hole
+        self.framers[d].skipped_bytes += have + 4 + f.discarded
 
     def _count_request(self) -> None:
         if self.orphans:

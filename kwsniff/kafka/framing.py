@@ -28,6 +28,9 @@ Contract:
   in :attr:`Framer.gap_bytes`.
 * A gap inside a frame whose size is known does not lose sync: the frame is emitted with
   the bytes before the hole and :attr:`Frame.missing` set, and framing continues after it.
+  Bytes of that frame captured after the hole are not kept; :attr:`Frame.discarded` counts
+  them (they are part of ``missing``), so an owner that drops the frame can count every
+  captured byte of it as skipped.
 * Memory: a frame is buffered until complete (at most ``max_frame`` bytes); hunting keeps
   at most ``window`` bytes (older bytes are dropped and counted as skipped).
 """
@@ -92,7 +95,7 @@ class Frame:
     """One size-delimited frame; ``raw`` excludes the 4-byte size prefix."""
 
     __slots__ = ("raw", "offset", "frame_first", "frame_last", "ts_first", "ts_last",
-                 "missing", "skipped_before")
+                 "missing", "skipped_before", "discarded")
 
     def __init__(self, raw: bytes, offset: int, frame_first: int, frame_last: int,
                  ts_first: float, ts_last: float, missing: int = 0, skipped_before: int = 0) -> None:
@@ -104,6 +107,7 @@ class Frame:
         self.ts_last = ts_last
         self.missing = missing              # bytes of the frame lost in a capture gap
         self.skipped_before = skipped_before  # unframed bytes dropped just before this frame
+        self.discarded = 0                  # bytes of missing that were captured after a hole
 
     def __repr__(self) -> str:
         return (f"Frame(len={len(self.raw)}, offset={self.offset}, frames={self.frame_first}-"
@@ -549,11 +553,13 @@ class Framer:
         """Discard the rest of a gap-damaged frame, then go back to SYNCED."""
         end = offset + len(data)
         fill_end = self._fill_end
-        if end <= fill_end:
-            self.base = end
-            return []
         fr = self._fill_frame
         assert fr is not None
+        if end <= fill_end:
+            fr.discarded += len(data)
+            self.base = end
+            return []
+        fr.discarded += fill_end - offset
         fr.frame_last = frame
         fr.ts_last = ts
         self._fill_frame = None

@@ -79,6 +79,7 @@ def test_gap_inside_known_frame_keeps_sync() -> None:
     damaged, nxt = out
     assert damaged.missing == len(req(1, b"a" * 1000)) - 4 - len(damaged.raw)
     assert damaged.raw[:10] == req(1, b"a" * 1000)[4:14]
+    assert damaged.discarded == len(req(1, b"a" * 1000)) - 500   # captured after the hole
     assert struct.unpack_from(">i", nxt.raw, 4)[0] == 2
     assert fr.state == SYNCED and fr.skipped_bytes == 0 and fr.gap_bytes == 200
 

@@ -111,6 +111,34 @@ def test_midstream_start_decodes_orphans_from_connection_traffic() -> None:
     assert conn.client == ("10.0.0.1", 40001)
 
 
+def test_request_cut_before_its_header_counts_its_captured_bytes_as_skipped() -> None:
+    # A hole right after a request's size prefix and first byte: the framer keeps sync
+    # and discards the rest of the frame, the conversation drops it (too few bytes for a
+    # header).  Every captured byte of it -- also those after the hole -- is skipped.
+    s = Sim()
+    first, cut, after = metadata(1), metadata(2), metadata(3)
+    s.c(first.request)
+    s.s(first.response)
+    req = cut.request
+    s.c(req[:5])
+    lost = s.c(req[5:6])
+    s.c(req[6:])
+    s.s(cut.response)
+    s.c(after.request)
+    s.s(after.response)
+    s.fin()
+    eng = Engine()
+    out = list(eng.run(merge(s, drop=[(0, i) for i in lost])))
+    assert [e.status for e in out] == [PAIRED, ORPHAN_RESPONSE, PAIRED]
+    conn = eng.connection_summaries()[0]
+    assert any("too few for its header" in p for p in conn.problems)
+    assert (conn.gaps, conn.gap_bytes) == (1, 1)
+    assert conn.skipped_bytes == len(req) - 1
+    framed = sum(len(m.raw) + 4 for e in out for m in (e.request, e.response) if m)
+    sent = sum(len(st.request) + len(st.response) for st in (first, cut, after))
+    assert framed + conn.skipped_bytes + conn.gap_bytes == sent
+
+
 def test_lost_request_response_is_inferred_or_explained() -> None:
     s = Sim()
     for corr in range(1, 4):
