@@ -26,7 +26,8 @@ class ConnectionSummary:
     client_side_by: str = ""                      # syn, port, content
     first_ts: float = 0.0
     last_ts: float = 0.0
-    bytes_from_client: int = 0                    # bytes of Kafka frames (size prefix included; skipped bytes excluded)
+    # bytes of Kafka frames, size prefixes included (skipped bytes are not counted)
+    bytes_from_client: int = 0
     bytes_from_broker: int = 0
     client_ids: list[str | None] = field(default_factory=list)
     api_versions: dict[int, tuple[int, int]] = field(default_factory=dict)  # from ApiVersions
