@@ -6,16 +6,22 @@ stream), yielding packet tuples ``(frame, ts, linktype, data, orig_len)``. ``wal
 returns the position of the first record it could not complete; the caller
 supplies more bytes or, at end of input, reports :meth:`PcapWalker.truncation_problem`.
 A record header that cannot be valid sets :attr:`PcapWalker.error` and stops the walk.
+With the C accelerator (:mod:`kwsniff.accel`) records are cut in batches by
+``pcap_batch``, with the same results.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 
+from kwsniff.accel import speedups
 from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, Packet
 
 FILE_HEADER_LEN = 24
+#: packets per call of the C record walker (bounds the copies held at once)
+BATCH = 512
+_MORE, _CORRUPT = 1, 2
 
 # magic bytes -> (struct byte order, timestamp units per second, modified/Kuznetzov format)
 PCAP_MAGICS: dict[bytes, tuple[str, int, bool]] = {
@@ -28,11 +34,17 @@ PCAP_MAGICS: dict[bytes, tuple[str, int, bool]] = {
 }
 
 
+def _corrupt(frame: int, incl: int) -> str:
+    """The error of a record header after ``frame`` claiming ``incl`` captured bytes."""
+    return (f"frame {frame + 1}: corrupt pcap record header (captured length {incl} is "
+            f"larger than {MAX_RECORD}); the rest of the file is skipped")
+
+
 class PcapWalker:
     """Record walker for one pcap file (see the module docstring)."""
 
-    __slots__ = ("byteorder", "units", "linktype", "snaplen", "version", "frame", "error",
-                 "_rec", "_hdrlen")
+    __slots__ = ("byteorder", "units", "linktype", "snaplen", "version", "error",
+                 "_frame", "_batch", "_rec", "_hdrlen")
 
     def __init__(self, header: bytes) -> None:
         order, units, modified = PCAP_MAGICS[bytes(header[:4])]
@@ -44,16 +56,25 @@ class PcapWalker:
         self.linktype = linkfield & 0x0FFFFFFF
         self.snaplen = snaplen
         self.version = (major, minor)
-        self.frame = 0
+        self._frame = 0
+        self._batch: Iterator[Packet] | None = None   # the C walker's batch being yielded
         self.error: str | None = None
         # the modified format adds ifindex, protocol, pkt_type and padding (8 bytes)
         self._rec = struct.Struct(order + ("IIII8x" if modified else "IIII"))
         self._hdrlen = self._rec.size
 
-    def walk(self, buf: bytes | memoryview, pos: int, end: int,
-             on_end: Callable[[bytes | memoryview, int, int], None] | None = None,
-             release: Callable[[int], None] | None = None
-             ) -> Generator[Packet, None, int]:
+    @property
+    def frame(self) -> int:
+        """The number of the last packet yielded (0 before the first)."""
+        batch = self._batch
+        if batch is None:
+            return self._frame
+        return self._frame - batch.__length_hint__()  # type: ignore[attr-defined]
+
+    def _walk_py(self, buf: bytes | memoryview, pos: int, end: int,
+                 on_end: Callable[[bytes | memoryview, int, int], None] | None = None,
+                 release: Callable[[int], None] | None = None
+                 ) -> Generator[Packet, None, int]:
         """Yield every complete record in ``buf[pos:end]``; return where the walk stopped
         (after calling ``on_end(buf, pos, end)`` if given). ``release(pos)`` is called
         every :data:`RELEASE_STEP` bytes: everything before ``pos`` has been yielded (as
@@ -62,21 +83,19 @@ class PcapWalker:
         hdrlen = self._hdrlen
         units = self.units
         linktype = self.linktype
-        frame = self.frame
+        frame = self._frame
         mark = pos + RELEASE_STEP if release is not None else end
         while end - pos >= hdrlen:
             sec, frac, incl, orig = unpack(buf, pos)
             if incl > MAX_RECORD:
-                self.error = (f"frame {frame + 1}: corrupt pcap record header (captured length "
-                              f"{incl} is larger than {MAX_RECORD}); the rest of the file is "
-                              "skipped")
+                self.error = _corrupt(frame, incl)
                 break
             start = pos + hdrlen
             stop = start + incl
             if stop > end:
                 break
             frame += 1
-            self.frame = frame
+            self._frame = frame
             yield (frame, sec + frac / units, linktype, buf[start:stop], orig)
             pos = stop
             if pos > mark:
@@ -85,6 +104,41 @@ class PcapWalker:
         if on_end is not None:
             on_end(buf, pos, end)
         return pos
+
+    def _walk_batches(self, buf: bytes | memoryview, pos: int, end: int,
+                      on_end: Callable[[bytes | memoryview, int, int], None] | None = None,
+                      release: Callable[[int], None] | None = None
+                      ) -> Generator[Packet, None, int]:
+        """``walk`` with the records cut by the C accelerator, up to
+        :data:`BATCH` per call (same packets, same release points, same errors)."""
+        batch = speedups.pcap_batch  # type: ignore[union-attr]
+        big = self.byteorder == ">"
+        hdrlen, units, linktype = self._hdrlen, self.units, self.linktype
+        mark = pos + RELEASE_STEP if release is not None else end
+        while True:
+            packets, pos, frame, status, incl = batch(
+                buf, pos, end, mark, big, hdrlen, units, linktype, self._frame, MAX_RECORD,
+                BATCH)
+            self._frame = frame
+            # (frame counts down the packets of the batch not yet handed out)
+            self._batch = batch_iter = iter(packets)
+            yield from batch_iter
+            self._batch = None
+            if status == _MORE:
+                if pos > mark:
+                    release(pos)  # type: ignore[misc]
+                    mark = pos + RELEASE_STEP
+                continue
+            if status == _CORRUPT:
+                self.error = _corrupt(frame, incl)
+            break
+        if on_end is not None:
+            on_end(buf, pos, end)
+        return pos
+
+    #: walk(buf, pos, end, on_end=None, release=None): yield every complete record in
+    #: ``buf[pos:end]`` and return where the walk stopped (see :meth:`_walk_py`)
+    walk = _walk_batches if speedups is not None else _walk_py
 
     def truncation_problem(self, buf: bytes | memoryview, pos: int, end: int) -> str:
         """Describe the incomplete record at ``buf[pos:end]`` (the input ended inside it)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 
+from kwsniff.accel import speedups
 from kwsniff.capture.packet import Packet
 from kwsniff.tcp.events import Event
 from kwsniff.tcp.packet import PacketParser
@@ -80,9 +81,14 @@ class TcpEventStream:
     def _run(self) -> Generator[Event, None, None]:
         parse = self.parser.parse
         feed = self.reassembler.feed
+        # the C accelerator's copy of parse's Ethernet/IPv4/TCP fast path (None: the
+        # packet needs the full parser, which then decides as it always does)
+        fast = speedups.eth_ipv4_tcp if speedups is not None else None
         for count, (frame, ts, linktype, data, orig_len) in enumerate(self._packets, 1):
             self.packets = count
-            seg = parse(frame, ts, linktype, data, orig_len)
+            seg = fast(data) if linktype == 1 and fast is not None else None
+            if seg is None:
+                seg = parse(frame, ts, linktype, data, orig_len)
             if seg is not None:
                 events = feed(frame, ts, seg)
                 if events:
