@@ -8,7 +8,10 @@
  * compare both paths on the sample captures and on random and mutated inputs.
  *
  *  pcap_batch    pcap record walking   (kwsniff.capture.pcap.PcapWalker.walk)
+ *  pcapng_epbs   runs of Enhanced Packet Blocks (kwsniff.capture.pcapng.PcapngWalker.walk)
  *  eth_ipv4_tcp  the Ethernet/IPv4/TCP fast path of kwsniff.tcp.packet.PacketParser.parse
+ *  crc32c        CRC-32C of record batches (kwsniff.kafka.records.crc32c_py; SSE4.2
+ *                instructions where the CPU has them)
  *
  * The module imports nothing from kwsniff and holds no state.
  */
@@ -18,7 +21,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 1
+#define SPEEDUPS_VERSION 3
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -104,6 +107,106 @@ static PyObject *pcap_batch(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NnLiL)", out, pos, frame, status, bad);
 }
 
+PyDoc_STRVAR(pcapng_epbs_doc,
+"pcapng_epbs(buf, pos, end, mark, big_endian, ifaces, frame, max_block, max_items)\n"
+"    -> (packets, pos, frame, status)\n\n"
+"Walk the run of well-formed Enhanced Packet Blocks at buf[pos:end] as\n"
+"PcapngWalker.walk does, for the section's interfaces ifaces (a list of\n"
+"(linktype, units, tsoffset, snaplen) tuples), and return their packet tuples.\n"
+"Status 1: the batch is full or pos passed mark; status 0: the block at pos is\n"
+"anything else (another block type, an incomplete or inconsistent block, an\n"
+"undefined interface), which the caller walks itself.");
+
+#define TWO53 9007199254740992.0
+
+/* ((hi << 32) | lo) / units + tsoffset, computed as Python computes it */
+static PyObject *epb_ts(uint64_t ticks, PyObject *units, PyObject *offset) {
+    double du = PyLong_AsDouble(units);
+    if (du == -1.0 && PyErr_Occurred())
+        return NULL;
+    double doff = PyLong_AsDouble(offset);
+    if (doff == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (ticks <= ((uint64_t)1 << 53) && du > 0 && du <= TWO53)
+        /* both exactly representable: one IEEE division is Python's correctly rounded
+         * int / int; float + int converts the int with PyLong_AsDouble, as here */
+        return PyFloat_FromDouble((double)ticks / du + doff);
+    PyObject *num = PyLong_FromUnsignedLongLong(ticks);
+    if (num == NULL)
+        return NULL;
+    PyObject *q = PyNumber_TrueDivide(num, units);
+    Py_DECREF(num);
+    if (q == NULL)
+        return NULL;
+    PyObject *ts = PyNumber_Add(q, offset);
+    Py_DECREF(q);
+    return ts;
+}
+
+static PyObject *pcapng_epbs(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end, mark, max_items;
+    int big;
+    long long frame;
+    unsigned long long max_block;
+    PyObject *ifaces;
+    if (!PyArg_ParseTuple(args, "y*nnnpO!LKn", &view, &pos, &end, &mark, &big, &PyList_Type,
+                          &ifaces, &frame, &max_block, &max_items))
+        return NULL;
+    if (pos < 0 || end > view.len || max_items <= 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pcapng_epbs: bad arguments");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    int status = ST_END;
+    Py_ssize_t count = 0;
+    while (end - pos >= 12) {
+        const unsigned char *b = buf + pos;
+        uint32_t btype = rd32(b, big), blen = rd32(b + 4, big);
+        if (btype != 6 || blen < 32 || (blen & 3) || blen > max_block
+                || (Py_ssize_t)blen > end - pos)
+            break;
+        uint32_t ifid = rd32(b + 8, big), hi = rd32(b + 12, big), lo = rd32(b + 16, big);
+        uint32_t cap = rd32(b + 20, big), orig = rd32(b + 24, big);
+        if (cap > blen - 32 || rd32(b + blen - 4, big) != blen
+                || (Py_ssize_t)ifid >= PyList_GET_SIZE(ifaces))
+            break;
+        PyObject *iface = PyList_GET_ITEM(ifaces, ifid);
+        if (!PyTuple_Check(iface) || PyTuple_GET_SIZE(iface) < 3)
+            break;
+        PyObject *ts = epb_ts(((uint64_t)hi << 32) | lo, PyTuple_GET_ITEM(iface, 1),
+                              PyTuple_GET_ITEM(iface, 2));
+        if (ts == NULL) {
+            Py_DECREF(out);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        frame += 1;
+        PyObject *item = Py_BuildValue("(LNOy#I)", frame, ts, PyTuple_GET_ITEM(iface, 0),
+                                       (const char *)b + 28, (Py_ssize_t)cap, orig);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        Py_DECREF(item);
+        pos += blen;
+        if (++count >= max_items || pos > mark) {
+            status = ST_MORE;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(NnLi)", out, pos, frame, status);
+}
+
 PyDoc_STRVAR(eth_ipv4_tcp_doc,
 "eth_ipv4_tcp(data) -> (key, seq, ack, flags, payload, 0) or None\n\n"
 "The segment of an Ethernet frame carrying an unfragmented IPv4 packet without\n"
@@ -137,9 +240,117 @@ static PyObject *eth_ipv4_tcp(PyObject *self, PyObject *arg) {
     return res;
 }
 
+/* ---- CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) ---------------------------- */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+/* slicing by 8: any CPU */
+static uint32_t crc_soft(uint32_t crc, const unsigned char *p, size_t n) {
+    while (n && ((uintptr_t)p & 7)) {
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+        n--;
+    }
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                             | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16
+                      | (uint32_t)p[7] << 24;
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF]
+              ^ crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24]
+              ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF]
+              ^ crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+#include <string.h>
+#define HAVE_CRC_HW 1
+__attribute__((target("sse4.2")))
+static uint32_t crc_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = _mm_crc32_u8(c32, *p++);
+    return c32;
+}
+#endif
+
+static int crc_use_hw = 0;
+
+PyDoc_STRVAR(crc32c_doc,
+"crc32c(data) -> int\n\n"
+"CRC-32C (Castagnoli) of a bytes-like object, as the crc32c package computes it.");
+
+static PyObject *crc32c_fn(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    size_t n = (size_t)view.len;
+    uint32_t crc = 0xFFFFFFFFu;
+    if (n >= 65536) {
+        Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_CRC_HW
+        crc = crc_use_hw ? crc_hw(crc, p, n) : crc_soft(crc, p, n);
+#else
+        crc = crc_soft(crc, p, n);
+#endif
+        Py_END_ALLOW_THREADS
+    } else {
+#ifdef HAVE_CRC_HW
+        crc = crc_use_hw ? crc_hw(crc, p, n) : crc_soft(crc, p, n);
+#else
+        crc = crc_soft(crc, p, n);
+#endif
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc ^ 0xFFFFFFFFu);
+}
+
+PyDoc_STRVAR(crc32c_software_doc,
+"crc32c_software(data) -> int\n\n"
+"crc32c without the CPU's CRC instructions (to test both implementations).");
+
+static PyObject *crc32c_software(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc = crc_soft(0xFFFFFFFFu, (const unsigned char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc ^ 0xFFFFFFFFu);
+}
+
 static PyMethodDef methods[] = {
     {"pcap_batch", pcap_batch, METH_VARARGS, pcap_batch_doc},
+    {"pcapng_epbs", pcapng_epbs, METH_VARARGS, pcapng_epbs_doc},
     {"eth_ipv4_tcp", eth_ipv4_tcp, METH_O, eth_ipv4_tcp_doc},
+    {"crc32c", crc32c_fn, METH_O, crc32c_doc},
+    {"crc32c_software", crc32c_software, METH_O, crc32c_software_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -150,10 +361,16 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
+    crc_init();
+#ifdef HAVE_CRC_HW
+    __builtin_cpu_init();
+    crc_use_hw = __builtin_cpu_supports("sse4.2") != 0;
+#endif
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddIntConstant(m, "VERSION", SPEEDUPS_VERSION) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", SPEEDUPS_VERSION) < 0
+            || PyModule_AddIntConstant(m, "CRC32C_HARDWARE", crc_use_hw) < 0) {
         Py_DECREF(m);
         return NULL;
     }

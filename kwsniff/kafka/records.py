@@ -35,10 +35,17 @@ from typing import Any, Iterator
 
 from kwsniff.kafka import compression as _comp
 
-try:
-    from crc32c import crc32c as _crc32c_native
-except ImportError:  # pragma: no cover - exercised only where the wheel is missing
-    _crc32c_native = None
+from kwsniff.accel import speedups as _speedups
+
+if _speedups is not None:
+    # the accelerator's CRC-32C: importing the crc32c package costs ~0.1 s per run (it
+    # reads its own version from the installed package metadata)
+    _crc32c_native = _speedups.crc32c
+else:
+    try:
+        from crc32c import crc32c as _crc32c_native
+    except ImportError:  # pragma: no cover - exercised only where the wheel is missing
+        _crc32c_native = None
 
 FORMAT_KAFKA = "kafka"
 FORMAT_07 = "kafka-0.7"

@@ -21,7 +21,11 @@ from hypothesis import strategies as st
 
 from kwsniff import accel
 from kwsniff.capture import pcap as pcap_mod
+from kwsniff.capture import linktypes as lt
+from kwsniff.capture import pcapng as pcapng_mod
 from kwsniff.capture.pcap import FILE_HEADER_LEN, PCAP_MAGICS, PcapWalker
+from kwsniff.capture.pcapng import PcapngWalker
+from kwsniff.capture.writer import PcapngWriter
 from kwsniff.tcp.packet import PacketParser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,6 +120,107 @@ def test_walker_same_on_random_bytes(body, magic):
     _assert_same_walk(_pcap(magic, [])[:FILE_HEADER_LEN] + body)
 
 
+# ------------------------------------------------------------ pcapng block walker
+
+def _walk_ng(buf: bytes, accelerated: bool, release: bool) -> tuple:
+    """Everything a pcapng walk produces, with walker.frame after every packet."""
+    saved = PcapngWalker.epb_batch
+    if not accelerated:
+        PcapngWalker.epb_batch = None
+    try:
+        walker = PcapngWalker()
+        released: list[int] = []
+        gen = walker.walk(buf, 0, len(buf), None, released.append if release else None)
+        packets = []
+        while True:
+            try:
+                packet = next(gen)
+                packets.append((packet, walker.frame, struct.pack("<d", packet[1])))
+            except StopIteration as stop:
+                return (packets, stop.value, walker.frame, walker.error, walker.problems,
+                        walker.interfaces, released, walker._last_ts)
+    finally:
+        PcapngWalker.epb_batch = saved
+
+
+def _assert_same_ng(buf: bytes, release: bool = True) -> None:
+    c = _walk_ng(buf, True, release)
+    assert c == _walk_ng(buf, False, release)
+    assert all(frame == packet[0] for packet, frame, _ in c[0])
+
+
+def _rich_pcapng(path: Path) -> bytes:
+    """Sections in both byte orders; interfaces with micro/nano/binary/huge resolutions
+    and offsets; simple, obsolete and unknown blocks; a packet for an undefined interface."""
+    rng = random.Random(3)
+    with PcapngWriter(path, byteorder="<") as w:
+        w.add_interface(lt.ETHERNET)
+        w.add_interface(lt.LINUX_SLL2, tsresol=9, tsoffset=-5)
+        w.add_interface(lt.RAW, tsresol=0x80 | 30, tsoffset=1_600_000_000)
+        for i in range(40):
+            w.write(1_700_000_000 + i * 0.37 + rng.random(), rng.randbytes(rng.randrange(60)),
+                    interface=i % 3)
+        w.write_simple(b"s" * 30)
+        w.write_block(0x40000BAD, b"custom block, skipped")
+        w._interfaces.append((10**6, 0))     # a packet for interface 3, never described
+        w.write(1_700_000_100.0, b"undefined", interface=3)
+        w._interfaces.pop()
+        w.new_section(">")
+        w.add_interface(lt.ETHERNET, tsresol=127)  # 10**127 units per second
+        w.add_interface(lt.ETHERNET, tsresol=3, tsoffset=2**60)
+        for i in range(20):
+            # raw tick counts: small, around 2**53 (where exact float division ends), huge
+            ticks = rng.choice([rng.randrange(1 << 20), (1 << 53) + rng.randrange(-3, 4),
+                                rng.randrange(1 << 64)])
+            data = rng.randbytes(rng.randrange(60))
+            w.write_block(6, struct.pack(">IIIII", i % 2, ticks >> 32, ticks & 0xFFFFFFFF,
+                                         len(data), len(data) + i) + data)
+    return path.read_bytes()
+
+
+def test_pcapng_walker_is_accelerated():
+    assert PcapngWalker.epb_batch is C.pcapng_epbs
+
+
+def test_pcapng_walker_same_on_a_rich_file_cut_anywhere(tmp_path, monkeypatch):
+    buf = _rich_pcapng(tmp_path / "rich.pcapng")
+    _assert_same_ng(buf, release=False)
+    monkeypatch.setattr(pcapng_mod, "BATCH", 4)
+    monkeypatch.setattr(pcapng_mod, "RELEASE_STEP", 300)
+    for cut in range(0, len(buf) + 1, 7):
+        _assert_same_ng(buf[:cut])
+
+
+def test_pcapng_walker_same_on_corrupted_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(pcapng_mod, "BATCH", 5)
+    buf = _rich_pcapng(tmp_path / "rich.pcapng")
+    rng = random.Random(11)
+    for _ in range(400):
+        m = bytearray(buf)
+        for _ in range(rng.randrange(1, 4)):
+            m[rng.randrange(len(m))] = rng.randrange(256)
+        _assert_same_ng(bytes(m))
+
+
+@pytest.mark.parametrize("path", SAMPLES[:6], ids=lambda p: p.name)
+def test_pcapng_walker_same_on_sample_captures_converted(path, tmp_path, monkeypatch):
+    """The sample captures rewritten as pcapng (microsecond and nanosecond stamps)."""
+    from kwsniff.capture import open_capture
+    with open_capture(str(path)) as src:
+        packets = [(ts, data, orig) for _f, ts, _lt, data, orig in src]
+    for tsresol in (6, 9):
+        out = tmp_path / f"{tsresol}.pcapng"
+        with PcapngWriter(out) as w:
+            w.add_interface(lt.ETHERNET, tsresol=tsresol)
+            for ts, data, orig in packets:
+                w.write(ts, data, orig_len=orig)
+        buf = out.read_bytes()
+        _assert_same_ng(buf, release=False)
+        monkeypatch.setattr(pcapng_mod, "RELEASE_STEP", 5000)
+        _assert_same_ng(buf, release=True)
+        monkeypatch.undo()
+
+
 # ------------------------------------------------- Ethernet/IPv4/TCP fast path
 
 def _packets(path: Path) -> list[bytes]:
@@ -199,3 +304,23 @@ def test_pure_switch_is_reported():
     out = subprocess.run([sys.executable, "-m", "kwsniff.accel"], capture_output=True,
                          text=True, env=env, check=True).stdout
     assert out.startswith("pure Python (KWSNIFF_PURE is set)")
+
+
+# ------------------------------------------------------------------------ CRC-32C
+
+def test_crc32c_same_as_the_crc32c_package_and_the_python_table():
+    import crc32c as package
+
+    from kwsniff.kafka import records
+    assert records.crc32c is C.crc32c
+    rng = random.Random(5)
+    sizes = list(range(0, 70)) + [255, 256, 4095, 4096, 65535, 65536, 70001, 1 << 20]
+    for n in sizes:
+        data = rng.randbytes(n)
+        want = package.crc32c(data)
+        assert C.crc32c(data) == want == C.crc32c_software(data), n
+        if n < 5000:
+            assert records.crc32c_py(data) == want, n
+        # any buffer, any alignment
+        view = memoryview(b"x" + data)[1:]
+        assert C.crc32c(view) == C.crc32c_software(view) == want, n
