@@ -90,14 +90,46 @@ class TopicIds:
         message of ``api_key`` at ``version``; only versions with topic ids are walked)."""
         if body is None or api_key is None or version is None or not self.names:
             return
-        if has_topic_ids(api_key, kind, version):
-            self._walk(body, 0)
+        plan = id_plan(api_key, kind, version)
+        if plan is not None:
+            self._visit(body, plan)
+
+    def _visit(self, node: dict[str, Any], plan: Plan) -> None:
+        """:meth:`_walk` along the plan: only the structs that can hold a TopicId."""
+        has_id, subs = plan
+        if has_id:
+            tid = node.get("TopicId")
+            if tid is not None:
+                self._topic(node, tid)
+        for name, sub in subs:
+            v = node.get(name)
+            if isinstance(v, list):
+                if v and isinstance(v[0], dict):
+                    for item in v:
+                        if isinstance(item, dict):
+                            self._visit(item, sub)
+            elif isinstance(v, dict):
+                self._visit(v, sub)
 
     def _walk(self, node: dict[str, Any], depth: int) -> None:
-        if depth > 6:
+        """Every struct of a decoded body down to :data:`MAX_DEPTH`, whatever its schema
+        (the reference :meth:`_visit` is tested against)."""
+        if depth > MAX_DEPTH:
             return
         tid = node.get("TopicId")
-        if tid is not None and not _zero(tid):
+        if tid is not None:
+            self._topic(node, tid)
+        for v in node.values():
+            if isinstance(v, list) and v and isinstance(v[0], dict):
+                for item in v:
+                    if isinstance(item, dict):
+                        self._walk(item, depth + 1)
+            elif isinstance(v, dict):
+                self._walk(v, depth + 1)
+
+    def _topic(self, node: dict[str, Any], tid: Any) -> None:
+        """A struct with a TopicId: learn its name, or add the known name after the id."""
+        if not _zero(tid):
             name = None
             for k in NAME_KEYS:
                 v = node.get(k)
@@ -116,13 +148,39 @@ class TopicIds:
                         if k == "TopicId":
                             node[TOPIC_NAME] = known
                     self.resolved += 1
-        for v in node.values():
-            if isinstance(v, list) and v and isinstance(v[0], dict):
-                for item in v:
-                    if isinstance(item, dict):
-                        self._walk(item, depth + 1)
-            elif isinstance(v, dict):
-                self._walk(v, depth + 1)
+
+
+#: (the struct has a TopicId field, ((field name, plan of that struct field), ...))
+Plan = tuple[bool, tuple[tuple[str, Any], ...]]
+#: the deepest struct nesting where ids are looked for (the body is depth 0)
+MAX_DEPTH = 6
+
+
+@lru_cache(maxsize=4096)
+def id_plan(api_key: int, kind: str, version: int) -> Plan | None:
+    """Which structs of this message version can hold a ``TopicId`` (schema table), and
+    the struct fields leading to them; None when none can."""
+    seg = _schema.message_schema(api_key, kind, version)
+    return None if seg is None else _plan(seg[4], version, 0)
+
+
+def _plan(fields: Any, version: int, depth: int) -> Plan | None:
+    if depth > MAX_DEPTH:
+        return None
+    has_id = False
+    subs = []
+    for row in fields or ():
+        if not _schema.in_range(version, row[_schema.F_VERSIONS]):
+            continue
+        if row[_schema.F_NAME] == "TopicId":
+            has_id = True
+        if row[_schema.F_CHILDREN]:
+            sub = _plan(row[_schema.F_CHILDREN], version, depth + 1)
+            if sub is not None:
+                subs.append((row[_schema.F_NAME], sub))
+    if not has_id and not subs:
+        return None
+    return has_id, tuple(subs)
 
 
 @lru_cache(maxsize=4096)
