@@ -25,17 +25,22 @@ NAME_KEYS = ("Name", "Topic", "TopicName")
 TOPIC_NAME = "_topic_name"
 
 
+_ZERO_TEXTS = ("AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000")
+
+
 def _zero(v: Any) -> bool:
+    if type(v) is str:          # what the decoders produce (canonical uuid text)
+        return v in _ZERO_TEXTS
     if v is None:
         return True
     if isinstance(v, (bytes, bytearray)):
         return not any(v)
-    s = str(v)
-    return s in ("AAAAAAAAAAAAAAAAAAAAAA", "00000000-0000-0000-0000-000000000000") or \
-        getattr(v, "int", 1) == 0
+    return str(v) in _ZERO_TEXTS or getattr(v, "int", 1) == 0
 
 
 def _key(v: Any) -> Any:
+    if type(v) is str:
+        return v
     if isinstance(v, bytearray):
         return bytes(v)
     try:

@@ -11,9 +11,10 @@ Contract:
   Kafka type (:mod:`kwsniff.kafka.protocol.codegen`). The walker skips fields whose
   type and name give them no role (:mod:`kwsniff.output.entity_rules`): bools, floats,
   bytes, and ints, strings and scalar arrays without a role. A struct holding any other
-  key (tagged fields, ``_unknown_tags``, ``_topic_name``, ``_decoded_*`` added after
-  decoding) is handed to the collector's generic ``walk``; a field whose value has an
-  unexpected type to its generic ``item``.
+  key (tagged fields, ``_unknown_tags``, ``_decoded_*`` added after decoding) is handed
+  to the collector's generic ``walk``; a field whose value has an unexpected type to its
+  generic ``item``. The one added key a walker handles itself is ``_topic_name`` next
+  to a ``TopicId`` (the generic walk's last choice for the struct's topic name).
 * The collector provides ``walk``, ``item``, ``topic_id``, ``records_set`` and the
   collections the generic walk fills.
 """
@@ -25,6 +26,7 @@ from typing import Any, Callable
 
 from kwsniff.kafka.protocol import schema as _schema
 from kwsniff.kafka.records import Records
+from kwsniff.kafka.topic_ids import TOPIC_NAME
 from kwsniff.output.entity_rules import (
     ERROR,
     INDEX,
@@ -101,7 +103,10 @@ class _Generator:
         names = [r[_schema.F_NAME] for r in fields]
         d, g, t, p = f"d{depth}", f"g{depth}", f"t{depth}", f"p{depth}"
         keys = f"K{len(self.ns)}"
-        self.ns[keys] = frozenset(names)
+        # the topic name the run's topic id table adds next to a TopicId
+        # (kwsniff.kafka.topic_ids) is the one key added after decoding handled here
+        added = [TOPIC_NAME] if "TopicId" in names else []
+        self.ns[keys] = frozenset(names + added)
         up_t, up_p = (f"t{depth - 1}", f"p{depth - 1}") if depth else ("None", "None")
         self.w(ind, f"if not {keys}.issuperset({d}):")
         self.w(ind + 1, f"col.walk({d}, {parent!r}, {up_t}, {up_p})")
@@ -112,8 +117,8 @@ class _Generator:
         self.w(ind, f"{p} = {up_p}")
         # the struct's own topic: the first str of these keys (as the generic walk)
         topic_keys = ["Topic", "TopicName"] + (["Name"] if parent in TOPIC_NAME_PARENTS else [])
-        topic_keys = [k for k in topic_keys if k in names]
-        if topic_keys or "TopicId" in names:
+        topic_keys = [k for k in topic_keys if k in names] + added
+        if topic_keys:
             self.first_of(topic_keys, "str", g, ind)
             if "TopicId" in names:
                 self.w(ind, f"v = {g}('TopicId')")

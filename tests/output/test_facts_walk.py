@@ -110,3 +110,25 @@ def test_facts_of_an_exchange_do_not_depend_on_the_walker() -> None:
     facts = ExchangeFacts(_Ex(), None)  # type: ignore[arg-type]
     assert facts.topics == list(col.topics)
     assert facts.partitions == list(col.partitions)
+
+
+def test_walkers_take_the_topic_name_added_next_to_a_topic_id() -> None:
+    """``_topic_name`` (added by the topic id table) is handled by the walker itself, with
+    the generic walk's precedence: a name field of the struct first, then the added name."""
+    compared = 0
+    for msg in _messages():
+        version = msg.header.get("_body_version", msg.api_version)
+        walker = body_walker(msg.api_key, msg.kind, version)
+        if walker is None:
+            continue
+        for name in ("renamed", None, 7):
+            body = copy.deepcopy(msg.body)
+            with_id = [s for s in _structs(body) if "TopicId" in s]
+            if not with_id:
+                break
+            for struct in with_id:
+                struct["_topic_name"] = name
+            generic, planned = _both(body, walker, msg.kind == "response")
+            assert generic == planned, (msg.api_key, msg.kind, version, name)
+            compared += 1
+    assert compared > 30
