@@ -8,6 +8,7 @@ Each subcommand lives in ``kwsniff.commands.<module>`` and provides
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 import traceback
@@ -26,6 +27,23 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "spark-decode": ("spark_decode", "decode many captures in parallel on Spark into Parquet"),
     "protocols": ("protocols", "list the Kafka API keys and versions kwsniff decodes"),
 }
+
+
+#: commands that stream a capture through the decoder (see :func:`tune_gc`)
+STREAMING = frozenset({"decode", "export", "stats", "live"})
+#: allocations (net) between young-generation collections for those commands
+GC_YOUNG = 50_000
+
+
+def tune_gc(command: str | None) -> None:
+    """Fewer cyclic-GC collections for the streaming commands. Their decoding leaves no
+    reference cycles behind (tests/robustness/test_no_cycles.py): every exchange is freed
+    by reference counting, so the collector, run after every 700 net allocations by
+    default, only re-walked live objects (about 7% of the CPU time on small messages).
+    Collections still run, so memory stays bounded should a cycle appear; the TUI keeps
+    Python's defaults (its widget tree is cyclic and pauses matter there)."""
+    if command in STREAMING:
+        gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -69,6 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
+    before = gc.get_threshold()
+    tune_gc(args.command)
+    try:
+        return _run(args)
+    finally:
+        gc.set_threshold(*before)     # main() called in-process (tests) leaves no trace
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; errors become one line on stderr and an exit status."""
     debug = getattr(args, "debug", False)
     try:
         from kwsniff.plugin_api.cli import plugin_session

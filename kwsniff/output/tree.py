@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from functools import lru_cache
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +178,7 @@ def _struct_info(name: str, version: int, names: tuple[str, ...]) -> Any:
 
 #: (schema, section, field names, struct info) -> {field: (about, enum)}, shared by all
 #: builders (see ``_Builder._known``); cleared when it reaches ``_KNOWN_LIMIT`` structs
-_KNOWN: dict[tuple[Any, ...], dict[str, tuple[str | None, str | None]]] = {}
+_KNOWN: dict[tuple[Any, ...], dict[str, tuple[str | None, str | None, bool]]] = {}
 _KNOWN_LIMIT = 16384
 
 class _Builder:
@@ -233,6 +233,11 @@ class _Builder:
                 meta = True
                 break
         known = self._known(section, names, struct_info)
+        # ints and strings without notes or byte spans (most fields): their node is made
+        # here, as value() would make it, without the call
+        fast = not meta and not self.spans
+        children = parent.children
+        kind = self.kind
         for key, value in obj.items():
             if key[:1] == "_":
                 if key == "_unknown_tags":
@@ -241,18 +246,36 @@ class _Builder:
                     for p in value:
                         parent.add(TreeNode("Problem", str(p), style="warn"))
                 continue
-            fnames = (*names, key)
             about_enum = known.get(key)
             if about_enum is None:
+                fnames = (*names, key)
                 info = self.info(section, fnames) if struct_info is None else \
                     self._struct_info(struct_info, fnames)
-                about_enum = (None, None) if info is None else (info.about, info.enum)
+                about_enum = (None, None, _is_error(key)) if info is None else \
+                    (info.about, info.enum, _is_error(key))
                 known[key] = about_enum
+            if fast:
+                t = type(value)
+                if t is str:
+                    text = _quote(value)
+                    if key == "TopicId" and isinstance(obj.get("_topic_name"), str):
+                        text += f" ({obj['_topic_name']})"
+                    children.append(TreeNode(key, text, [], None, None, kind, about_enum[0],
+                                             (section, *path, key), None))
+                    continue
+                if t is int and not about_enum[2]:
+                    enum = about_enum[1]
+                    label = enum_label(enum, value) if enum is not None else None
+                    children.append(TreeNode(key, f"{value} ({label})" if label else str(value),
+                                             [], None, None, kind, about_enum[0],
+                                             (section, *path, key), None))
+                    continue
             self.value(parent, key, value, section, (*path, key), about_enum[0], about_enum[1],
-                       obj, struct_info, fnames, meta)
+                       obj, struct_info, (*names, key), meta)
 
     def _known(self, section: str, names: tuple[str, ...], struct_info: Any) -> dict:
-        """``key -> (about, enum)`` of the fields of the struct at ``names`` (filled as
+        """``key -> (about, enum, is an error code)`` of the fields of the struct at
+        ``names`` (filled as
         they are met: one lookup per struct and field instead of one per value)."""
         ck = (self._schema, section, names, struct_info)
         table = _KNOWN.get(ck)
@@ -751,25 +774,28 @@ def _plain_lines(root: TreeNode, indent: str) -> list[str]:
     over the nodes that have children (raises RecursionError on trees deeper than the
     interpreter allows; the caller then uses the general walk)."""
     out: list[str] = []
-    append = out.append
-
-    def emit(nodes: list[TreeNode], pad: str) -> None:
-        inner = pad + indent
-        for node in nodes:
-            label, value = node.label, node.value
-            if not label.isprintable():
-                label = printable(label)
-            if value:
-                if not value.isprintable():
-                    value = printable(value)
-                append(f"{pad}{label}: {value}")
-            else:
-                append(pad + label)
-            if node.children:
-                emit(node.children, inner)
-
-    emit([root], "")
+    _emit_plain([root], "", indent, out.append)
     return out
+
+
+def _emit_plain(nodes: list[TreeNode], pad: str, indent: str,
+                append: Callable[[str], Any]) -> None:
+    """:func:`_plain_lines` of ``nodes`` at indentation ``pad`` (a module function, not
+    a closure: a recursive closure is a reference cycle left to the cyclic GC, one per
+    exchange)."""
+    inner = pad + indent
+    for node in nodes:
+        label, value = node.label, node.value
+        if not label.isprintable():
+            label = printable(label)
+        if value:
+            if not value.isprintable():
+                value = printable(value)
+            append(f"{pad}{label}: {value}")
+        else:
+            append(pad + label)
+        if node.children:
+            _emit_plain(node.children, inner, indent, append)
 
 
 def find_node(root: TreeNode, path: tuple[Any, ...], message: str) -> TreeNode | None:
