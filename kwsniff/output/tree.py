@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kwsniff.kafka.model import Exchange, KafkaMessage
-from kwsniff.kafka.payload import builtin_view, has_decoders, render_payload
+from kwsniff.kafka.payload import KIND_HEX, KIND_TEXT, builtin_view, has_decoders, render_payload
 from kwsniff.kafka.protocol import (
     enum_label,
     error_description,
@@ -153,6 +153,50 @@ def _scalar(name: str, value: Any, enum: str | None, protocol: str) -> tuple[str
     if isinstance(value, float):
         return repr(value), None
     return repr(value), None
+
+
+#: node values of short payloads (record keys and header values recur from record to
+#: record), per ``value_chars``; cleared when it reaches ``_VIEWS_LIMIT`` entries
+_VIEWS: dict[tuple[bytes, int | None], str] = {}
+_VIEWS_LIMIT = 4096
+_VIEWS_MAX_BYTES = 64
+
+
+def _builtin_text(data: bytes, limit: int | None) -> str:
+    """The node value of non-empty ``data`` shown by the built-in view (no payload
+    decoders registered): :meth:`_Builder._shown` of :func:`builtin_view`, in one call."""
+    kind, obj, text, _ = builtin_view(data, limit)
+    if kind == KIND_HEX:
+        text = "hex " + text  # type: ignore[operator]
+    elif kind == KIND_TEXT:
+        text = _quote(text)  # type: ignore[arg-type]
+    else:                   # json: obj is the parsed object or array
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    if limit and len(text) > limit:
+        text = text[:limit] + "…"
+    return f"{text} ({len(data)} bytes)"
+
+
+def _view(data: bytes | None, limit: int | None) -> str:
+    """The node value of a record key, value or header value when no payload decoder is
+    registered (``null``, ``0 bytes``, or :func:`_builtin_text`, remembered for short
+    payloads)."""
+    if data is None:
+        return "null"
+    if not data:
+        return "0 bytes"
+    if type(data) is not bytes:
+        data = bytes(data)
+    if len(data) > _VIEWS_MAX_BYTES:
+        return _builtin_text(data, limit)
+    key = (data, limit)
+    text = _VIEWS.get(key)
+    if text is None:
+        text = _builtin_text(data, limit)
+        if len(_VIEWS) >= _VIEWS_LIMIT:
+            _VIEWS.clear()
+        _VIEWS[key] = text
+    return text
 
 
 # ----------------------------------------------------------------------------- metadata
@@ -488,12 +532,22 @@ class _Builder:
                     _plain_dict(data, v)
                 elif k != "type":
                     ctl.add(TreeNode(k, _plain_value(v)))
-        self.payload_node(node, "Key", r.key, topic, partition, "key")
-        self.payload_node(node, "Value", r.value, topic, partition, "value")
-        if r.headers:
-            headers = add(TreeNode("Headers", f"{len(r.headers)}"))
-            for hk, hv in r.headers:
-                self.payload_node(headers, _quote(hk), hv, topic, partition, "header", hk)
+        if not has_decoders():
+            # the built-in view only (the common case): values made directly
+            limit = self.value_chars
+            kids.append(TreeNode("Key", _view(r.key, limit), []))
+            kids.append(TreeNode("Value", _view(r.value, limit), []))
+            if r.headers:
+                kids.append(TreeNode("Headers", f"{len(r.headers)}",
+                                     [TreeNode(_quote(hk), _view(hv, limit), [])
+                                      for hk, hv in r.headers]))
+        else:
+            self.payload_node(node, "Key", r.key, topic, partition, "key")
+            self.payload_node(node, "Value", r.value, topic, partition, "value")
+            if r.headers:
+                headers = add(TreeNode("Headers", f"{len(r.headers)}"))
+                for hk, hv in r.headers:
+                    self.payload_node(headers, _quote(hk), hv, topic, partition, "header", hk)
         if r.key_decoded is not None or r.value_decoded is not None:
             for label, decoded in (("Key decoded", r.key_decoded),
                                    ("Value decoded", r.value_decoded)):
@@ -514,7 +568,7 @@ class _Builder:
         as children, and the decoders' problems are shown under it."""
         if data is None or not has_decoders():
             # the common case, without a Rendered object: the built-in view's text
-            node = TreeNode(label, self._view_text(data))
+            node = TreeNode(label, _view(data, self.value_chars))
             parent.children.append(node)
             return node
         # max_chars: only the shown part of a long value is rendered (a 40 KB binary
@@ -544,15 +598,6 @@ class _Builder:
         return self._shown(len(data), kind, obj,
                            None if kind == "json" and obj is not None else rendered.text,
                            rendered.decoder)
-
-    def _view_text(self, data: bytes | None) -> str:
-        """:meth:`_payload_text` of the built-in view of ``data`` (no decoders)."""
-        if data is None:
-            return "null"
-        if not data:
-            return "0 bytes"
-        kind, obj, text, _ = builtin_view(bytes(data), self.value_chars)
-        return self._shown(len(data), kind, obj, text, None)
 
     def _shown(self, size: int, kind: str, obj: Any, text: str | None,
                decoder: str | None) -> str:

@@ -1,0 +1,111 @@
+"""Record key/value/header texts of the detail tree: the fast path (no payload decoder
+registered) gives exactly what the general path (``builtin_view`` shown by
+``_Builder._shown``, or ``render_payload`` when decoders are registered) gives."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+
+from builders import build, exchange, record_batch, request, response
+from kwsniff.kafka.payload import (builtin_view, register_payload_decoder,
+                                   unregister_payload_decoder)
+from kwsniff.output import tree
+from kwsniff.output.tree import build_tree, render_tree
+
+LIMITS = [None, 1, 5, 16, 256]
+
+
+class _Limit:
+    def __init__(self, limit: int | None) -> None:
+        self.value_chars = limit
+
+
+def reference(data: bytes | None, limit: int | None) -> str:
+    """The general path: the built-in view, shown as ``_Builder._shown`` shows it."""
+    if data is None:
+        return "null"
+    if not data:
+        return "0 bytes"
+    kind, obj, text, _ = builtin_view(bytes(data), limit)
+    return tree._Builder._shown(_Limit(limit), len(data), kind, obj, text,  # type: ignore[arg-type]
+                                None)
+
+
+SAMPLES = [None, b"", b"k", b"key-00134", b"bench", b"\x00\x01", b"\xff\xfe" * 40,
+           b'{"n":1}', b' [1, 2, "x"]', b"{not json", "héllo ✓".encode(), b"a\tb\nc",
+           b"quote\"and\\back", b"x" * 64, b"x" * 65, b"y" * 300, bytes(range(256)),
+           json.dumps({"k": "v" * 400}).encode(), b"\xe2\x82", b"text\x7f"]
+
+
+@pytest.mark.parametrize("limit", LIMITS)
+@pytest.mark.parametrize("data", SAMPLES, ids=range(len(SAMPLES)))
+def test_view_matches_the_general_path(data: bytes | None, limit: int | None) -> None:
+    tree._VIEWS.clear()
+    first = tree._view(data, limit)
+    assert first == reference(data, limit)
+    assert tree._view(data, limit) == first                  # remembered: the same text
+    if data is not None:
+        assert tree._view(memoryview(data), limit) == first  # views of bytes too
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=120).map(str.encode),
+                 st.lists(st.integers(), max_size=8).map(lambda v: json.dumps(v).encode())),
+       st.sampled_from(LIMITS))
+def test_view_matches_the_general_path_on_any_bytes(data: bytes, limit: int | None) -> None:
+    assert tree._view(data, limit) == reference(data, limit)
+
+
+def test_short_view_cache_is_bounded() -> None:
+    tree._VIEWS.clear()
+    for i in range(tree._VIEWS_LIMIT + 10):
+        tree._view(b"key-%d" % i, 256)
+    assert len(tree._VIEWS) <= tree._VIEWS_LIMIT
+    tree._view(b"x" * (tree._VIEWS_MAX_BYTES + 1), 256)     # long payloads are not kept
+    assert (b"x" * (tree._VIEWS_MAX_BYTES + 1), 256) not in tree._VIEWS
+
+
+@pytest.fixture(scope="module")
+def produce() -> Any:
+    values = [b'{"n":1}', b"plain text", b"\x00\x01\x02", None, b"", b"z" * 500]
+    parts = [{"Index": 0, "Records": record_batch(
+        values, keys=[b"k%d" % j if j % 2 else None for j in range(len(values))],
+        headers=[("trace", b"\x00\x01"), ("src", b"bench"), ("empty", None)])}]
+    req = request(build(ProduceRequest, 9, {
+        "TransactionalId": None, "Acks": -1, "TimeoutMs": 30000,
+        "TopicData": [{"Name": "orders", "PartitionData": parts}]}), correlation_id=7)
+    resp = response(build(ProduceResponse, 9, {
+        "Responses": [{"Name": "orders", "PartitionResponses": [
+            {"Index": 0, "ErrorCode": 0, "BaseOffset": 10}]}], "ThrottleTimeMs": 0}), req)
+    return exchange(req, resp, index=1)
+
+
+@pytest.mark.parametrize("value_chars", [None, 8, 256])
+@pytest.mark.parametrize("spans", [False, True])
+def test_record_nodes_match_the_decoder_path(produce: Any, value_chars: int | None,
+                                             spans: bool) -> None:
+    """A registered decoder that declines every payload sends records through
+    ``payload_node``/``render_payload``; the tree must not change."""
+    fast = build_tree(produce, spans=spans, value_chars=value_chars)
+    handle = register_payload_decoder(None, lambda *_: None, name="declines")
+    try:
+        general = build_tree(produce, spans=spans, value_chars=value_chars)
+    finally:
+        unregister_payload_decoder(handle)
+    lines = list(render_tree(fast, offsets=spans))
+    assert lines == list(render_tree(general, offsets=spans))
+    assert any("Headers: 3" in line for line in lines)
+    assert any('"src": "bench" (5 bytes)' in line for line in lines)
+    assert any("Value: null" in line for line in lines)
+
+    def shape(node: Any) -> list[Any]:
+        return [(n.label, n.value, n.start, n.length, n.message, n.about, n.path, n.style)
+                for _, n in node.walk()]
+
+    assert shape(fast) == shape(general)
