@@ -12,6 +12,9 @@
  *  eth_ipv4_tcp  the Ethernet/IPv4/TCP fast path of kwsniff.tcp.packet.PacketParser.parse
  *  crc32c        CRC-32C of record batches (kwsniff.kafka.records.crc32c_py; SSE4.2
  *                instructions where the CPU has them)
+ *  v2_records    the records of a magic-2 batch (kwsniff.kafka.records._parse_v2_records;
+ *                returns None, for the Python code to run, on input whose exact result
+ *                needs Python's unbounded integers or slicing past the end)
  *
  * The module imports nothing from kwsniff and holds no state.
  */
@@ -21,7 +24,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 3
+#define SPEEDUPS_VERSION 4
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -345,12 +348,282 @@ static PyObject *crc32c_software(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLong(crc ^ 0xFFFFFFFFu);
 }
 
+/* ---------------------------------------------------------------- v2 records */
+
+#define VR_OK 0
+#define VR_INDEX 1      /* the buffer ends first: Python's IndexError */
+#define VR_MALFORMED 2  /* a varint longer than 10 bytes */
+#define VR_PYTHON 3     /* a value beyond 64 bits: only Python's ints give the result */
+
+/* Kafka's zigzag varint at *pos, as records.uvarint and the zigzag step compute it. */
+static inline int vr_varint(const unsigned char *p, Py_ssize_t len, Py_ssize_t *pos,
+                            int64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t q = *pos;
+    for (;;) {
+        if (q >= len)
+            return VR_INDEX;
+        unsigned b = p[q++];
+        if (shift == 63) {
+            if (b >= 0x80)
+                return VR_MALFORMED;
+            if ((b & 0x7F) > 1)
+                return VR_PYTHON;
+        }
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80)
+            break;
+        shift += 7;
+    }
+    *pos = q;
+    *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+    return VR_OK;
+}
+
+PyDoc_STRVAR(v2_records_doc,
+"v2_records(buf, pos, end, count, base_offset, base_ts, ts_fixed, in_place, record)\n"
+"    -> (records, problems, pos, ran_out) or None\n\n"
+"_parse_v2_records of kwsniff.kafka.records for a bytes buf: up to count records from\n"
+"buf[pos:end], each made by calling record(offset, timestamp, key, value, headers,\n"
+"attributes, size, start). ts_fixed is the LogAppendTime timestamp or None. Returns None\n"
+"where the exact result needs the Python code: a value beyond 64 bits, or a key,\n"
+"value or header longer than what is left of buf.");
+
+static PyObject *v2_records(PyObject *self, PyObject *args) {
+    PyObject *buf, *ts_fixed, *record_type;
+    Py_ssize_t pos, end, count;
+    long long base_offset, base_ts;
+    int in_place;
+    if (!PyArg_ParseTuple(args, "OnnnLLOpO", &buf, &pos, &end, &count, &base_offset,
+                          &base_ts, &ts_fixed, &in_place, &record_type))
+        return NULL;
+    if (!PyBytes_CheckExact(buf) || pos < 0)
+        Py_RETURN_NONE;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(buf);
+    Py_ssize_t len = PyBytes_GET_SIZE(buf);
+    PyObject *records = PyList_New(0), *problems = PyList_New(0);
+    PyObject *rec = NULL, *headers = NULL, *key = NULL, *value = NULL;
+    PyObject *mal = NULL;   /* the text of a _Malformed record */
+    if (records == NULL || problems == NULL)
+        goto error;
+    int ran_out = 0;
+    Py_ssize_t rec_start = pos;
+    Py_ssize_t i = 0;
+    while (i < count && pos < end) {
+        int64_t length, ts_delta, off_delta, n, nh;
+        int st;
+        rec_start = pos;
+        if ((st = vr_varint(p, len, &pos, &length)) != VR_OK)
+            goto stop;
+        int64_t rec_end;
+        if (__builtin_add_overflow((int64_t)pos, length, &rec_end))
+            goto python;
+        if (rec_end > end) {
+            ran_out = 1;
+            pos = rec_start;
+            break;
+        }
+        if (length < 1) {
+            PyObject *t = PyUnicode_FromFormat("record %zd at byte %zd: invalid length %lld",
+                                               i, rec_start, (long long)length);
+            if (t == NULL || PyList_Append(problems, t) < 0) {
+                Py_XDECREF(t);
+                goto error;
+            }
+            Py_DECREF(t);
+            break;
+        }
+        if (pos >= len) {
+            st = VR_INDEX;
+            goto stop;
+        }
+        long attributes = p[pos++];
+        if ((st = vr_varint(p, len, &pos, &ts_delta)) != VR_OK
+                || (st = vr_varint(p, len, &pos, &off_delta)) != VR_OK
+                || (st = vr_varint(p, len, &pos, &n)) != VR_OK)
+            goto stop;
+        if (n >= 0) {
+            if (n > len - pos)
+                goto python;
+            key = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)n);
+            if (key == NULL)
+                goto error;
+            pos += (Py_ssize_t)n;
+        } else {
+            key = Py_NewRef(Py_None);
+        }
+        if ((st = vr_varint(p, len, &pos, &n)) != VR_OK)
+            goto stop;
+        if (n >= 0) {
+            if (n > len - pos)
+                goto python;
+            value = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)n);
+            if (value == NULL)
+                goto error;
+            pos += (Py_ssize_t)n;
+        } else {
+            value = Py_NewRef(Py_None);
+        }
+        if ((st = vr_varint(p, len, &pos, &nh)) != VR_OK)
+            goto stop;
+        headers = PyList_New(0);
+        if (headers == NULL)
+            goto error;
+        if (nh < 0) {
+            mal = PyUnicode_FromFormat("negative header count %lld", (long long)nh);
+            goto malformed;
+        }
+        for (int64_t h = 0; h < nh; h++) {
+            if (pos >= rec_end) {
+                mal = PyUnicode_FromFormat("%lld headers declared, the record ends first",
+                                           (long long)nh);
+                goto malformed;
+            }
+            if ((st = vr_varint(p, len, &pos, &n)) != VR_OK)
+                goto stop;
+            if (n < 0) {
+                mal = PyUnicode_FromFormat("header key length %lld", (long long)n);
+                goto malformed;
+            }
+            if (n > len - pos)
+                goto python;
+            PyObject *hk = PyUnicode_DecodeUTF8((const char *)p + pos, (Py_ssize_t)n, "replace");
+            if (hk == NULL)
+                goto error;
+            pos += (Py_ssize_t)n;
+            if ((st = vr_varint(p, len, &pos, &n)) != VR_OK) {
+                Py_DECREF(hk);
+                goto stop;
+            }
+            PyObject *hv;
+            if (n >= 0) {
+                if (n > len - pos) {
+                    Py_DECREF(hk);
+                    goto python;
+                }
+                hv = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)n);
+                pos += (Py_ssize_t)n;
+            } else {
+                hv = Py_NewRef(Py_None);
+            }
+            PyObject *pair = hv == NULL ? NULL : PyTuple_Pack(2, hk, hv);
+            Py_DECREF(hk);
+            Py_XDECREF(hv);
+            if (pair == NULL || PyList_Append(headers, pair) < 0) {
+                Py_XDECREF(pair);
+                goto error;
+            }
+            Py_DECREF(pair);
+        }
+        int64_t offset, ts;
+        if (__builtin_add_overflow((int64_t)base_offset, off_delta, &offset))
+            goto python;
+        PyObject *ts_obj;
+        if (ts_fixed == Py_None) {
+            if (__builtin_add_overflow((int64_t)base_ts, ts_delta, &ts))
+                goto python;
+            ts_obj = PyLong_FromLongLong(ts);
+        } else {
+            ts_obj = Py_NewRef(ts_fixed);
+        }
+        PyObject *off_obj = PyLong_FromLongLong(offset);
+        PyObject *attr_obj = PyLong_FromLong(attributes);
+        PyObject *size_obj = PyLong_FromSsize_t((Py_ssize_t)(rec_end - rec_start));
+        PyObject *start_obj = PyLong_FromSsize_t(in_place ? rec_start : -1);
+        if (ts_obj && off_obj && attr_obj && size_obj && start_obj) {
+            PyObject *argv[8] = {off_obj, ts_obj, key, value, headers, attr_obj, size_obj,
+                                 start_obj};
+            rec = PyObject_Vectorcall(record_type, argv, 8, NULL);
+        }
+        Py_XDECREF(ts_obj);
+        Py_XDECREF(off_obj);
+        Py_XDECREF(attr_obj);
+        Py_XDECREF(size_obj);
+        Py_XDECREF(start_obj);
+        Py_CLEAR(key);
+        Py_CLEAR(value);
+        Py_CLEAR(headers);
+        if (rec == NULL)
+            goto error;
+        if (pos != rec_end) {
+            PyObject *r = PyObject_CallMethod(rec, "_problem", "N", PyUnicode_FromFormat(
+                "fields take %zd bytes, the record length says %lld", pos - rec_start,
+                (long long)(rec_end - rec_start)));
+            if (r == NULL)
+                goto error;
+            Py_DECREF(r);
+            PyObject *t = PyUnicode_FromFormat(
+                "record %zd (offset %lld): fields do not match its length", i,
+                (long long)offset);
+            if (t == NULL || PyList_Append(problems, t) < 0) {
+                Py_XDECREF(t);
+                goto error;
+            }
+            Py_DECREF(t);
+            pos = (Py_ssize_t)rec_end;
+        }
+        if (PyList_Append(records, rec) < 0)
+            goto error;
+        Py_CLEAR(rec);
+        i++;
+        continue;
+    stop:
+        Py_CLEAR(key);
+        Py_CLEAR(value);
+        Py_CLEAR(headers);
+        if (st == VR_PYTHON)
+            goto python;
+        if (st == VR_INDEX) {
+            ran_out = 1;
+            pos = rec_start;
+            break;
+        }
+        mal = PyUnicode_FromString("varint longer than 10 bytes");   /* VR_MALFORMED */
+    malformed:
+        /* as Python's ``except _Malformed``: a problem, and the walk stops here */
+        Py_CLEAR(key);
+        Py_CLEAR(value);
+        Py_CLEAR(headers);
+        if (mal == NULL)
+            goto error;
+        {
+            PyObject *m = PyUnicode_FromFormat("record %zd at byte %zd: malformed (%U)",
+                                               i, rec_start, mal);
+            Py_CLEAR(mal);
+            if (m == NULL || PyList_Append(problems, m) < 0) {
+                Py_XDECREF(m);
+                goto error;
+            }
+            Py_DECREF(m);
+        }
+        break;
+    }
+    return Py_BuildValue("(NNnO)", records, problems, pos, ran_out ? Py_True : Py_False);
+python:
+    Py_XDECREF(records);
+    Py_XDECREF(problems);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(records);
+    Py_XDECREF(problems);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    Py_XDECREF(rec);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"pcap_batch", pcap_batch, METH_VARARGS, pcap_batch_doc},
     {"pcapng_epbs", pcapng_epbs, METH_VARARGS, pcapng_epbs_doc},
     {"eth_ipv4_tcp", eth_ipv4_tcp, METH_O, eth_ipv4_tcp_doc},
     {"crc32c", crc32c_fn, METH_O, crc32c_doc},
     {"crc32c_software", crc32c_software, METH_O, crc32c_software_doc},
+    {"v2_records", v2_records, METH_VARARGS, v2_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

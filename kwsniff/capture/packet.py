@@ -8,6 +8,7 @@ LINKTYPE_* value of the packet's interface, ``data`` the captured bytes and
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TypeAlias
 
 Packet: TypeAlias = tuple[int, float, int, "bytes | memoryview", int]
@@ -19,3 +20,23 @@ MAX_RECORD = 16 * 1024 * 1024
 #: Bytes of a memory-mapped capture walked between two releases of the pages already
 #: read (packets are yielded as copies), so resident memory does not grow with the file.
 RELEASE_STEP = 8 * 1024 * 1024
+
+
+class FrameCounter:
+    """Base of the capture file walkers: :attr:`frame`, the number of the last packet
+    yielded, exact also while a batch made by the C walker is being handed out."""
+
+    __slots__ = ("_frame", "_batch")
+
+    def __init__(self) -> None:
+        self._frame = 0                                 # packets cut so far
+        self._batch: Iterator[Packet] | None = None     # the batch being yielded, if any
+
+    @property
+    def frame(self) -> int:
+        """The number of the last packet yielded (0 before the first)."""
+        batch = self._batch
+        if batch is None:
+            return self._frame
+        # the packets of the batch not yet handed out are still counted in _frame
+        return self._frame - batch.__length_hint__()  # type: ignore[attr-defined]

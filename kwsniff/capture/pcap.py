@@ -13,10 +13,10 @@ With the C accelerator (:mod:`kwsniff.accel`) records are cut in batches by
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 
 from kwsniff.accel import speedups
-from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, Packet
+from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, FrameCounter, Packet
 
 FILE_HEADER_LEN = 24
 #: packets per call of the C record walker (bounds the copies held at once)
@@ -40,11 +40,11 @@ def _corrupt(frame: int, incl: int) -> str:
             f"larger than {MAX_RECORD}); the rest of the file is skipped")
 
 
-class PcapWalker:
+class PcapWalker(FrameCounter):
     """Record walker for one pcap file (see the module docstring)."""
 
     __slots__ = ("byteorder", "units", "linktype", "snaplen", "version", "error",
-                 "_frame", "_batch", "_rec", "_hdrlen")
+                 "_rec", "_hdrlen")
 
     def __init__(self, header: bytes) -> None:
         order, units, modified = PCAP_MAGICS[bytes(header[:4])]
@@ -56,20 +56,11 @@ class PcapWalker:
         self.linktype = linkfield & 0x0FFFFFFF
         self.snaplen = snaplen
         self.version = (major, minor)
-        self._frame = 0
-        self._batch: Iterator[Packet] | None = None   # the C walker's batch being yielded
+        FrameCounter.__init__(self)
         self.error: str | None = None
         # the modified format adds ifindex, protocol, pkt_type and padding (8 bytes)
         self._rec = struct.Struct(order + ("IIII8x" if modified else "IIII"))
         self._hdrlen = self._rec.size
-
-    @property
-    def frame(self) -> int:
-        """The number of the last packet yielded (0 before the first)."""
-        batch = self._batch
-        if batch is None:
-            return self._frame
-        return self._frame - batch.__length_hint__()  # type: ignore[attr-defined]
 
     def _walk_py(self, buf: bytes | memoryview, pos: int, end: int,
                  on_end: Callable[[bytes | memoryview, int, int], None] | None = None,

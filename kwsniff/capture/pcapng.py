@@ -16,11 +16,11 @@ by ``pcapng_epbs``, with the same results; every other block takes the Python pa
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from kwsniff.accel import speedups
-from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, Packet
+from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, FrameCounter, Packet
 
 SHB = 0x0A0D0D0A
 IDB = 0x00000001
@@ -70,18 +70,16 @@ def byteorder_of(bom: bytes) -> str | None:
     return None
 
 
-class PcapngWalker:
+class PcapngWalker(FrameCounter):
     """Block walker for one pcapng stream (see the module docstring)."""
 
-    __slots__ = ("error", "problems", "interfaces", "sections", "_frame", "_batch",
-                 "_order", "_hdr", "_epb", "_len", "_ifaces", "_last_ts")
+    __slots__ = ("error", "problems", "interfaces", "sections", "_order", "_hdr", "_epb", "_len", "_ifaces", "_last_ts")
 
     #: C walker of Enhanced Packet Block runs (None: every block takes the Python path)
     epb_batch = speedups.pcapng_epbs if speedups is not None else None
 
     def __init__(self) -> None:
-        self._frame = 0
-        self._batch: Iterator[Packet] | None = None   # the C walker's batch being yielded
+        FrameCounter.__init__(self)
         self.error: str | None = None
         self.problems: list[str] = []
         self.interfaces: list[Interface] = []   # every interface of every section
@@ -89,14 +87,6 @@ class PcapngWalker:
         self._ifaces: list[tuple[int, int, int, int]] = []  # current section's interfaces
         self._last_ts = 0.0
         self._set_order("<")
-
-    @property
-    def frame(self) -> int:
-        """The number of the last packet yielded (0 before the first)."""
-        batch = self._batch
-        if batch is None:
-            return self._frame
-        return self._frame - batch.__length_hint__()  # type: ignore[attr-defined]
 
     def _set_order(self, order: str) -> None:
         self._order = order

@@ -190,20 +190,25 @@ def decode_with_hooks(data: bytes, topic: str | None, partition: int | None,
 _JSON_START = frozenset(b"{[")
 _WS = b" \t\r\n"
 # control characters other than tab, newline, carriage return
+_HEAD = 32
 _CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 
 
 def as_text(data: bytes) -> str | None:
     """``data`` as text when it is valid UTF-8 without control characters, else None."""
+    # In UTF-8 these code points are exactly these single bytes (never part of a
+    # multi-byte sequence): deleting them from the bytes is a fast exact test, made
+    # first because binary data nearly always has one (no decoding error to raise),
+    # and on a short head first (where binary data nearly always has one).
+    head = data[:_HEAD]
+    if len(head.translate(None, _CONTROL_BYTES)) != len(head):
+        return None
+    if len(data) > _HEAD and len(data.translate(None, _CONTROL_BYTES)) != len(data):
+        return None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    # In UTF-8 these code points are exactly these single bytes (never part of a
-    # multi-byte sequence): deleting them from the bytes is a fast exact test.
-    if len(data.translate(None, _CONTROL_BYTES)) != len(data):
-        return None
-    return text
 
 
 def hex_string(data: bytes, max_bytes: int | None = None) -> str:

@@ -47,6 +47,9 @@ else:
     except ImportError:  # pragma: no cover - exercised only where the wheel is missing
         _crc32c_native = None
 
+#: the accelerator's _parse_v2_records (None: the Python code below only)
+_v2_records_native = _speedups.v2_records if _speedups is not None else None
+
 FORMAT_KAFKA = "kafka"
 FORMAT_07 = "kafka-0.7"
 
@@ -742,7 +745,15 @@ def _decode_v2(b: Batch) -> list[Record]:
         start, end, in_place = 0, len(buf), False
     else:
         buf, start, end, in_place = data, lo, hi, True
-    records, problems, pos, ran_out = _parse_v2_records(buf, start, end, b.declared_count, b, in_place)
+    parsed = None
+    if _v2_records_native is not None:
+        # (None where only Python's unbounded ints or clamped slices give the result)
+        parsed = _v2_records_native(
+            buf, start, end, b.declared_count, b.base_offset or 0, b.base_timestamp or 0,
+            b.max_timestamp if (b.attributes or 0) & 0x08 else None, in_place, Record)
+    if parsed is None:
+        parsed = _parse_v2_records(buf, start, end, b.declared_count, b, in_place)
+    records, problems, pos, ran_out = parsed
     b._problems.extend(problems)
     if not b.truncated and not stream_problem:
         if ran_out:

@@ -523,7 +523,6 @@ class _Builder:
         add = node.add
         if r.timestamp is not None:
             kids.append(TreeNode("Timestamp", _format_ms(r.timestamp)))
-        topic, partition = records.topic, records.partition
         if r.control is not None:
             ctl = node.add(TreeNode("Control", str(r.control.get("type"))))
             for k, v in r.control.items():
@@ -542,6 +541,7 @@ class _Builder:
                                      [TreeNode(_quote(hk), _view(hv, limit), [])
                                       for hk, hv in r.headers]))
         else:
+            topic, partition = records.topic, records.partition
             self.payload_node(node, "Key", r.key, topic, partition, "key")
             self.payload_node(node, "Value", r.value, topic, partition, "value")
             if r.headers:

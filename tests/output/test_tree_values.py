@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from builders import build, exchange, record_batch, request, response
-from kwsniff.kafka.payload import (builtin_view, register_payload_decoder,
+from kwsniff.kafka.payload import (as_text, builtin_view, register_payload_decoder,
                                    unregister_payload_decoder)
 from kwsniff.output import tree
 from kwsniff.output.tree import build_tree, render_tree
@@ -109,3 +109,28 @@ def test_record_nodes_match_the_decoder_path(produce: Any, value_chars: int | No
                 for _, n in node.walk()]
 
     assert shape(fast) == shape(general)
+
+
+def _text_reference(data: bytes) -> str | None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if any(ord(c) < 0x20 and c not in "\t\n\r" or c == "\x7f" for c in text):
+        return None
+    return text
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.binary(max_size=120), st.text(max_size=80).map(str.encode),
+                 st.tuples(st.text(min_size=30, max_size=60), st.binary(max_size=3))
+                 .map(lambda t: t[0].encode() + t[1])))
+def test_as_text_is_utf8_without_control_characters(data: bytes) -> None:
+    """The head-first control-byte test gives what decoding and looking does."""
+    assert as_text(data) == _text_reference(data)
+
+
+@pytest.mark.parametrize("data", [b"x" * 40 + b"\x00", b"x" * 40 + b"\xff", b"\x01" + b"x" * 40,
+                                  "é".encode() * 20, b"x" * 31 + b"\x7f", b"tab\there" * 9])
+def test_as_text_after_the_head(data: bytes) -> None:
+    assert as_text(data) == _text_reference(data)
