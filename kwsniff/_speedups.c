@@ -12,6 +12,8 @@
  *  eth_ipv4_tcp  the Ethernet/IPv4/TCP fast path of kwsniff.tcp.packet.PacketParser.parse
  *  crc32c        CRC-32C of record batches (kwsniff.kafka.records.crc32c_py; SSE4.2
  *                instructions where the CPU has them)
+ *  payload_view  the -V text of a record key/value/header seen as hex or plain ASCII text
+ *                (kwsniff.output.tree._builtin_text; None for anything else)
  *  v2_records    the records of a magic-2 batch (kwsniff.kafka.records._parse_v2_records;
  *                returns None, for the Python code to run, on input whose exact result
  *                needs Python's unbounded integers or slicing past the end)
@@ -24,7 +26,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 4
+#define SPEEDUPS_VERSION 5
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -284,6 +286,7 @@ static uint32_t crc_soft(uint32_t crc, const unsigned char *p, size_t n) {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
+#include <stdio.h>
 #include <string.h>
 #define HAVE_CRC_HW 1
 __attribute__((target("sse4.2")))
@@ -617,6 +620,117 @@ error:
     return NULL;
 }
 
+/* ---------------------------------------------------------------- payload view */
+
+/* as_text's control bytes: 0x00-0x08, 0x0B, 0x0C, 0x0E-0x1F, 0x7F */
+static inline int pv_control(unsigned char c) {
+    return (c < 0x20 && c != 0x09 && c != 0x0A && c != 0x0D) || c == 0x7F;
+}
+
+PyDoc_STRVAR(payload_view_doc,
+"payload_view(data, limit) -> str or None\n\n"
+"kwsniff.output.tree._builtin_text(data, limit) for non-empty bytes data shown as hex\n"
+"(it has a control byte) or as plain text (printable ASCII without quote or backslash,\n"
+"not starting like JSON); None for anything else (the Python code decides).");
+
+static PyObject *payload_view(PyObject *self, PyObject *args) {
+    PyObject *data, *limit_obj;
+    if (!PyArg_ParseTuple(args, "OO", &data, &limit_obj))
+        return NULL;
+    if (!PyBytes_CheckExact(data))
+        Py_RETURN_NONE;
+    Py_ssize_t limit = -1;          /* -1: None */
+    if (limit_obj != Py_None) {
+        limit = PyLong_AsSsize_t(limit_obj);
+        if (limit == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (limit < 0)
+            Py_RETURN_NONE;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (n == 0)
+        Py_RETURN_NONE;
+    int control = 0, plain = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (pv_control(c)) {
+            control = 1;
+            break;
+        }
+        if (c < 0x20 || c > 0x7E || c == '"' || c == '\\')
+            plain = 0;
+    }
+    /* the text before the " (N bytes)" suffix, built in buf (ASCII), then maybe "…" */
+    Py_ssize_t cap;     /* the text, "..." and 48 bytes for "…" and the size suffix */
+    char *buf;
+    Py_ssize_t len = 0;
+    int ellipsis = 0;
+    if (control) {
+        /* hex_string(data, limit // 2 + 1), cut at limit with "...", then "hex " */
+        Py_ssize_t nbytes = n, dots = 0;
+        if (limit >= 0 && n > limit / 2 + 1) {
+            nbytes = limit / 2 + 1;
+            dots = 1;
+        }
+        Py_ssize_t shown = 2 * nbytes + 3 * dots;
+        int cut = limit >= 0 && shown > limit;
+        Py_ssize_t keep = cut ? limit : shown;
+        cap = 4 + keep + 3 + 48;
+        buf = PyMem_Malloc((size_t)cap);
+        if (buf == NULL)
+            return PyErr_NoMemory();
+        static const char digits[] = "0123456789abcdef";
+        memcpy(buf, "hex ", 4);
+        len = 4;
+        for (Py_ssize_t i = 0; i < keep; i++) {
+            Py_ssize_t k = i / 2;
+            buf[len++] = k < nbytes ? digits[(i & 1) ? (p[k] & 0xF) : (p[k] >> 4)] : '.';
+        }
+        if (cut) {
+            memcpy(buf + len, "...", 3);
+            len += 3;
+        }
+    } else if (plain) {
+        Py_ssize_t q = 0;
+        while (q < n && p[q] == ' ')
+            q++;
+        if (q < n && (p[q] == '{' || p[q] == '['))
+            Py_RETURN_NONE;         /* JSON-like: json.loads decides */
+        /* text cut at limit with "...", then quoted */
+        int cut = limit >= 0 && n > limit;
+        Py_ssize_t keep = cut ? limit : n;
+        cap = 1 + keep + 3 + 1 + 48;
+        buf = PyMem_Malloc((size_t)cap);
+        if (buf == NULL)
+            return PyErr_NoMemory();
+        buf[len++] = '"';
+        memcpy(buf + len, p, (size_t)keep);
+        len += keep;
+        if (cut) {
+            memcpy(buf + len, "...", 3);
+            len += 3;
+        }
+        buf[len++] = '"';
+    } else {
+        Py_RETURN_NONE;
+    }
+    if (limit > 0 && len > limit) {    /* _builtin_text: "if limit and len(text) > limit" */
+        len = limit;
+        ellipsis = 1;
+    }
+    if (ellipsis) {                     /* "…" in UTF-8 */
+        memcpy(buf + len, "\xe2\x80\xa6", 3);
+        len += 3;
+    }
+    len += snprintf(buf + len, 40, " (%zd bytes)", n);
+    PyObject *res = PyUnicode_DecodeUTF8(buf, len, NULL);
+    PyMem_Free(buf);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"pcap_batch", pcap_batch, METH_VARARGS, pcap_batch_doc},
     {"pcapng_epbs", pcapng_epbs, METH_VARARGS, pcapng_epbs_doc},
@@ -624,6 +738,7 @@ static PyMethodDef methods[] = {
     {"crc32c", crc32c_fn, METH_O, crc32c_doc},
     {"crc32c_software", crc32c_software, METH_O, crc32c_software_doc},
     {"v2_records", v2_records, METH_VARARGS, v2_records_doc},
+    {"payload_view", payload_view, METH_VARARGS, payload_view_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.payload import KIND_HEX, KIND_TEXT, builtin_view, has_decoders, render_payload
 from kwsniff.kafka.protocol import (
@@ -162,9 +163,17 @@ _VIEWS_LIMIT = 4096
 _VIEWS_MAX_BYTES = 64
 
 
+#: the accelerator's _builtin_text for hex and plain ASCII payloads (None: Python only)
+_payload_view = _speedups.payload_view if _speedups is not None else None
+
+
 def _builtin_text(data: bytes, limit: int | None) -> str:
     """The node value of non-empty ``data`` shown by the built-in view (no payload
     decoders registered): :meth:`_Builder._shown` of :func:`builtin_view`, in one call."""
+    if _payload_view is not None:
+        text = _payload_view(data, limit)   # None: not hex or plain ASCII text
+        if text is not None:
+            return text
     kind, obj, text, _ = builtin_view(data, limit)
     if kind == KIND_HEX:
         text = "hex " + text  # type: ignore[operator]

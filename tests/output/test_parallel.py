@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import struct
 import os
 import signal
@@ -370,3 +371,43 @@ def test_blocks_sent_in_parts(capsys: pytest.CaptureFixture[str], tmp_path: Path
     (tmp_path / "flaky.py").write_text(FLAKY_PLUGIN)
     _same(capsys, ["--plugins", str(tmp_path), "-V", "-x", str(GROUP)], 2)
     _same(capsys, ["--plugins", str(tmp_path), "-Y", "flaky.parity == 1", str(GROUP)], 3)
+
+
+# ---------------------------------------------------------------- the parent's writer
+
+def _wrapper(encoding: str = "utf-8", errors: str = "strict",
+             line_buffering: bool = False) -> tuple[io.TextIOWrapper, io.BytesIO]:
+    raw = io.BytesIO()
+    return io.TextIOWrapper(raw, encoding=encoding, errors=errors, newline="\n",
+                            line_buffering=line_buffering), raw
+
+
+def test_parent_writes_utf8_bytes_straight_and_in_order() -> None:
+    from kwsniff.commands.parallel import _text_writer
+    stream, raw = _wrapper()
+    stream.write("head\n")
+    put = _text_writer(stream.write)
+    parts = ["plain ✓\n", "한국어 (0xED)\n", "after\n", "\ud800".encode("utf-8", "surrogatepass")]
+    for part in parts[:3]:
+        put(part.encode("utf-8"))
+    with pytest.raises(UnicodeEncodeError):      # as one process: strict stdout
+        put(parts[3])
+    stream.flush()
+    assert raw.getvalue().decode("utf-8") == "head\nplain ✓\n한국어 (0xED)\nafter\n"
+
+
+@pytest.mark.parametrize("kind", ["latin-1", "line-buffered", "string"])
+def test_parent_decodes_for_other_streams(kind: str) -> None:
+    from kwsniff.commands.parallel import _text_writer
+    if kind == "string":
+        out = io.StringIO()
+        put = _text_writer(out.write)
+        put("é ✓\n".encode("utf-8"))
+        assert out.getvalue() == "é ✓\n"
+        return
+    stream, raw = _wrapper("latin-1", "replace") if kind == "latin-1" else \
+        _wrapper(line_buffering=True)
+    put = _text_writer(stream.write)
+    put("é ✓\n".encode("utf-8"))
+    stream.flush()
+    assert raw.getvalue() == "é ✓\n".encode(stream.encoding, "replace")

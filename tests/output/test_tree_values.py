@@ -54,12 +54,39 @@ def test_view_matches_the_general_path(data: bytes | None, limit: int | None) ->
         assert tree._view(memoryview(data), limit) == first  # views of bytes too
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(st.one_of(st.binary(max_size=200), st.text(max_size=120).map(str.encode),
+                 st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=300)
+                 .map(str.encode),
                  st.lists(st.integers(), max_size=8).map(lambda v: json.dumps(v).encode())),
-       st.sampled_from(LIMITS))
+       st.sampled_from(LIMITS + [0, 2, 3, 4, 7, 300]))
 def test_view_matches_the_general_path_on_any_bytes(data: bytes, limit: int | None) -> None:
     assert tree._view(data, limit) == reference(data, limit)
+
+
+@pytest.mark.skipif(tree._payload_view is None, reason="accelerator not in use")
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(st.binary(min_size=1, max_size=300),
+                 st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1,
+                         max_size=300).map(str.encode),
+                 st.sampled_from([b" ", b"   {", b" [1]", b"\t\x00", b"a\"b", b"a\\b", b"\x7f"])),
+       st.sampled_from(LIMITS + [0, 2, 3, 4, 7, 300]))
+def test_accelerated_view_matches_python(data: bytes, limit: int | None,
+                                         ) -> None:
+    """The C view answers hex and plain ASCII payloads exactly as the Python code."""
+    c = tree._payload_view(data, limit)
+    if c is not None:
+        assert c == reference(data, limit)
+
+
+@pytest.mark.skipif(tree._payload_view is None, reason="accelerator not in use")
+def test_accelerated_view_answers_the_common_payloads() -> None:
+    view = tree._payload_view
+    assert view(bytes(range(256)), 256) == reference(bytes(range(256)), 256)
+    assert view(b"key-00134", 256) == '"key-00134" (9 bytes)'
+    assert view(b"x" * 300, 16) == reference(b"x" * 300, 16)
+    for declined in (b'{"a":1}', b"  [", "é".encode(), b'say "hi"', b"a\tb"):
+        assert view(declined, 256) is None
 
 
 def test_short_view_cache_is_bounded() -> None:
