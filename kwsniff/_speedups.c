@@ -14,6 +14,7 @@
  *                instructions where the CPU has them)
  *  payload_view  the -V text of a record key/value/header seen as hex or plain ASCII text
  *                (kwsniff.output.tree._builtin_text; None for anything else)
+ *  plain_lines   the lines of an uncoloured -V tree (kwsniff.output.tree._plain_lines)
  *  v2_records    the records of a magic-2 batch (kwsniff.kafka.records._parse_v2_records;
  *                returns None, for the Python code to run, on input whose exact result
  *                needs Python's unbounded integers or slicing past the end)
@@ -26,7 +27,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 5
+#define SPEEDUPS_VERSION 6
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -731,6 +732,150 @@ static PyObject *payload_view(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* ---------------------------------------------------------------- plain tree lines */
+
+static PyObject *s_label, *s_value, *s_children;   /* interned attribute names */
+
+/* str.isprintable() of an exact str: 1 yes, 0 no */
+static int pl_printable(PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        const unsigned char *p = PyUnicode_1BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (p[i] < 0x20 || p[i] == 0x7F)
+                return 0;
+        return 1;
+    }
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!Py_UNICODE_ISPRINTABLE(PyUnicode_READ(kind, data, i)))
+            return 0;
+    return 1;
+}
+
+/* a + b (+ ": " + c when c is not NULL) */
+static PyObject *pl_line(PyObject *a, PyObject *b, PyObject *sep, PyObject *c) {
+    Py_ssize_t la = PyUnicode_GET_LENGTH(a), lb = PyUnicode_GET_LENGTH(b);
+    Py_ssize_t ls = c ? PyUnicode_GET_LENGTH(sep) : 0, lc = c ? PyUnicode_GET_LENGTH(c) : 0;
+    Py_UCS4 maxc = PyUnicode_MAX_CHAR_VALUE(a);
+    if (PyUnicode_MAX_CHAR_VALUE(b) > maxc)
+        maxc = PyUnicode_MAX_CHAR_VALUE(b);
+    if (c && PyUnicode_MAX_CHAR_VALUE(c) > maxc)
+        maxc = PyUnicode_MAX_CHAR_VALUE(c);
+    PyObject *r = PyUnicode_New(la + lb + ls + lc, maxc);
+    if (r == NULL)
+        return NULL;
+    if (PyUnicode_CopyCharacters(r, 0, a, 0, la) < 0
+            || PyUnicode_CopyCharacters(r, la, b, 0, lb) < 0
+            || (c && (PyUnicode_CopyCharacters(r, la + lb, sep, 0, ls) < 0
+                      || PyUnicode_CopyCharacters(r, la + lb + ls, c, 0, lc) < 0))) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
+
+#define PL_FALLBACK 1
+#define PL_MAX_DEPTH 400
+
+/* the lines of nodes at depth into out: 0 done, -1 error, PL_FALLBACK for Python */
+static int pl_emit(PyObject *nodes, Py_ssize_t depth, PyObject *pads, PyObject *indent,
+                   PyObject *sep, PyObject *printable, PyObject *out) {
+    if (depth > PL_MAX_DEPTH)
+        return PL_FALLBACK;
+    while (PyList_GET_SIZE(pads) <= depth) {      /* pads[d] = indent * d */
+        PyObject *pad = PySequence_Repeat(indent, PyList_GET_SIZE(pads));
+        if (pad == NULL || PyList_Append(pads, pad) < 0) {
+            Py_XDECREF(pad);
+            return -1;
+        }
+        Py_DECREF(pad);
+    }
+    PyObject *pad = PyList_GET_ITEM(pads, depth);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
+        PyObject *node = PyList_GET_ITEM(nodes, i);
+        Py_INCREF(node);
+        PyObject *label = PyObject_GetAttr(node, s_label);
+        PyObject *value = label ? PyObject_GetAttr(node, s_value) : NULL;
+        PyObject *children = value ? PyObject_GetAttr(node, s_children) : NULL;
+        Py_DECREF(node);
+        int rc = 0;
+        if (children == NULL) {
+            rc = -1;
+            goto next;
+        }
+        if (!PyUnicode_CheckExact(label) || !PyUnicode_CheckExact(value)
+                || !PyList_CheckExact(children)) {
+            rc = PL_FALLBACK;
+            goto next;
+        }
+        if (!pl_printable(label)) {
+            Py_SETREF(label, PyObject_CallOneArg(printable, label));
+            if (label == NULL || !PyUnicode_Check(label)) {
+                rc = label == NULL ? -1 : PL_FALLBACK;
+                goto next;
+            }
+        }
+        PyObject *line;
+        if (PyUnicode_GET_LENGTH(value)) {
+            if (!pl_printable(value)) {
+                Py_SETREF(value, PyObject_CallOneArg(printable, value));
+                if (value == NULL || !PyUnicode_Check(value)) {
+                    rc = value == NULL ? -1 : PL_FALLBACK;
+                    goto next;
+                }
+            }
+            line = pl_line(pad, label, sep, value);
+        } else {
+            line = pl_line(pad, label, sep, NULL);
+        }
+        if (line == NULL || PyList_Append(out, line) < 0)
+            rc = -1;
+        Py_XDECREF(line);
+        if (rc == 0 && PyList_GET_SIZE(children))
+            rc = pl_emit(children, depth + 1, pads, indent, sep, printable, out);
+    next:
+        Py_XDECREF(label);
+        Py_XDECREF(value);
+        Py_XDECREF(children);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(plain_lines_doc,
+"plain_lines(root, indent, printable) -> list[str] or None\n\n"
+"kwsniff.output.tree._plain_lines: one line per node, depth-first, indent repeated per\n"
+"level, 'label: value' (or the label alone when the value is empty), labels and values\n"
+"that are not printable passed through printable(). None (the Python code runs) for\n"
+"trees deeper than 400 levels or nodes whose label, value or children are not an\n"
+"exact str / str / list.");
+
+static PyObject *plain_lines(PyObject *self, PyObject *args) {
+    PyObject *root, *indent, *printable;
+    if (!PyArg_ParseTuple(args, "OUO", &root, &indent, &printable))
+        return NULL;
+    PyObject *out = PyList_New(0), *pads = PyList_New(0), *nodes = PyList_New(1);
+    PyObject *sep = PyUnicode_FromString(": ");
+    int rc = -1;
+    if (out && pads && nodes && sep) {
+        Py_INCREF(root);
+        PyList_SET_ITEM(nodes, 0, root);
+        rc = pl_emit(nodes, 0, pads, indent, sep, printable, out);
+    }
+    Py_XDECREF(pads);
+    Py_XDECREF(nodes);
+    Py_XDECREF(sep);
+    if (rc == 0)
+        return out;
+    Py_XDECREF(out);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"pcap_batch", pcap_batch, METH_VARARGS, pcap_batch_doc},
     {"pcapng_epbs", pcapng_epbs, METH_VARARGS, pcapng_epbs_doc},
@@ -739,6 +884,7 @@ static PyMethodDef methods[] = {
     {"crc32c_software", crc32c_software, METH_O, crc32c_software_doc},
     {"v2_records", v2_records, METH_VARARGS, v2_records_doc},
     {"payload_view", payload_view, METH_VARARGS, payload_view_doc},
+    {"plain_lines", plain_lines, METH_VARARGS, plain_lines_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -754,6 +900,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     __builtin_cpu_init();
     crc_use_hw = __builtin_cpu_supports("sse4.2") != 0;
 #endif
+    s_label = PyUnicode_InternFromString("label");
+    s_value = PyUnicode_InternFromString("value");
+    s_children = PyUnicode_InternFromString("children");
+    if (s_label == NULL || s_value == NULL || s_children == NULL)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -165,6 +165,8 @@ _VIEWS_MAX_BYTES = 64
 
 #: the accelerator's _builtin_text for hex and plain ASCII payloads (None: Python only)
 _payload_view = _speedups.payload_view if _speedups is not None else None
+#: the accelerator's _plain_lines (None: Python only)
+_plain_lines_c = _speedups.plain_lines if _speedups is not None else None
 
 
 def _builtin_text(data: bytes, limit: int | None) -> str:
@@ -827,6 +829,10 @@ def _plain_lines(root: TreeNode, indent: str) -> list[str]:
     """The lines :func:`render_tree` yields without colours and offsets, by recursion
     over the nodes that have children (raises RecursionError on trees deeper than the
     interpreter allows; the caller then uses the general walk)."""
+    if _plain_lines_c is not None:
+        lines = _plain_lines_c(root, indent, printable)   # None: the Python code decides
+        if lines is not None:
+            return lines
     out: list[str] = []
     _emit_plain([root], "", indent, out.append)
     return out

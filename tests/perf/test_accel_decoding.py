@@ -1,9 +1,12 @@
 """The accelerator's record parser (``_speedups.v2_records``) gives exactly what
-``records._parse_v2_records`` gives, or None where only the Python code can.
+``records._parse_v2_records`` gives, or None where only the Python code can; its tree
+line renderer (``plain_lines``) gives what ``tree._emit_plain`` gives.
 
-Compared on the record sets of the sample captures, on batches built with every kind of
-record (null/empty keys and values, headers, big varints, LogAppendTime), cut at every
-byte, byte-mutated, and on random bytes. Skipped when the accelerator is not built.
+The parser is compared on the record sets of the sample captures, on batches built with
+every kind of record (null/empty keys and values, headers, big varints, LogAppendTime),
+cut at every byte, byte-mutated, and on random bytes; the renderer on the tree of every
+exchange of the sample captures and on odd labels and values. (``payload_view`` is
+compared in tests/output/test_tree_values.py.) Skipped when the accelerator is not built.
 """
 
 from __future__ import annotations
@@ -175,3 +178,56 @@ def test_helper_varints_are_kafkas() -> None:
     """The cases above are written with the fuzz helper's zigzag varints."""
     assert wire.varint(-1) == b"\x01" and wire.varint(1) == b"\x02"
     assert rec_mod.uvarint(wire.varint(-3), 0) == (5, 1)
+
+
+# ------------------------------------------------------------------ plain tree lines
+
+def _python_lines(root: Any, indent: str) -> list[str]:
+    from kwsniff.output import tree
+    out: list[str] = []
+    tree._emit_plain([root], "", indent, out.append)
+    return out
+
+
+def test_plain_lines_of_every_sample_exchange() -> None:
+    from kwsniff.capture.source import open_capture
+    from kwsniff.engine import Engine
+    from kwsniff.output.summary import printable
+    from kwsniff.output.tree import build_tree
+    n = 0
+    for path in sorted((ROOT / "pcaps").glob("*.pcap")):
+        with open_capture(str(path)) as source:
+            for ex in Engine().run(source):
+                root = build_tree(ex)
+                for indent in ("    ", "\t", ""):
+                    assert C.plain_lines(root, indent, printable) == _python_lines(root, indent)
+                n += 1
+    assert n > 500
+
+
+def test_plain_lines_of_odd_nodes() -> None:
+    from kwsniff.output.summary import printable
+    from kwsniff.output.tree import TreeNode
+    odd = ["", "plain", "tab\there", "esc\x1b[31m", "é✓", "\u2028sep", "\U0001f600 emoji",
+           "nul\x00", "del\x7f", "ü\n", "\ud800"]
+    root = TreeNode("root", "")
+    for i, label in enumerate(odd):
+        node = root.add(TreeNode(label or "empty", odd[-1 - i]))
+        for value in odd:
+            node.add(TreeNode(f"{label}#", value, [TreeNode("leaf", value)]))
+    assert C.plain_lines(root, "  ", printable) == _python_lines(root, "  ")
+
+
+def test_plain_lines_declines_what_python_must_do() -> None:
+    from kwsniff.output.summary import printable
+    from kwsniff.output.tree import TreeNode
+    deep = node = TreeNode("0", "")
+    for i in range(500):
+        node = node.add(TreeNode(str(i + 1), "v"))
+    assert C.plain_lines(deep, " ", printable) is None            # deeper than 400
+    odd = TreeNode("root", "", [TreeNode("n", 5)])                # type: ignore[arg-type]
+    assert C.plain_lines(odd, " ", printable) is None
+    as_tuple = TreeNode("root", "", (TreeNode("n", "v"),))        # type: ignore[arg-type]
+    assert C.plain_lines(as_tuple, " ", printable) is None
+    with pytest.raises(TypeError):
+        C.plain_lines(TreeNode("r", ""), None, printable)
