@@ -358,6 +358,7 @@ static PyObject *crc32c_software(PyObject *self, PyObject *arg) {
 #define VR_INDEX 1      /* the buffer ends first: Python's IndexError */
 #define VR_MALFORMED 2  /* a varint longer than 10 bytes */
 #define VR_PYTHON 3     /* a value beyond 64 bits: only Python's ints give the result */
+#define VR_ERROR 4      /* a Python exception is set (out of memory) */
 
 /* Kafka's zigzag varint at *pos, as records.uvarint and the zigzag step compute it. */
 static inline int vr_varint(const unsigned char *p, Py_ssize_t len, Py_ssize_t *pos,
@@ -382,6 +383,27 @@ static inline int vr_varint(const unsigned char *p, Py_ssize_t len, Py_ssize_t *
     }
     *pos = q;
     *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+    return VR_OK;
+}
+
+/* A varint length at *pos, then that many bytes as a bytes object, or None for a negative
+ * length (a record's key, value, header value); VR_PYTHON when the bytes pass the end
+ * of buf (Python's slice would be cut short). */
+static int vr_bytes(const unsigned char *p, Py_ssize_t len, Py_ssize_t *pos, PyObject **out) {
+    int64_t n;
+    int st = vr_varint(p, len, pos, &n);
+    if (st != VR_OK)
+        return st;
+    if (n < 0) {
+        *out = Py_NewRef(Py_None);
+        return VR_OK;
+    }
+    if (n > len - *pos)
+        return VR_PYTHON;
+    *out = PyBytes_FromStringAndSize((const char *)p + *pos, (Py_ssize_t)n);
+    if (*out == NULL)
+        return VR_ERROR;
+    *pos += (Py_ssize_t)n;
     return VR_OK;
 }
 
@@ -445,31 +467,9 @@ static PyObject *v2_records(PyObject *self, PyObject *args) {
         long attributes = p[pos++];
         if ((st = vr_varint(p, len, &pos, &ts_delta)) != VR_OK
                 || (st = vr_varint(p, len, &pos, &off_delta)) != VR_OK
-                || (st = vr_varint(p, len, &pos, &n)) != VR_OK)
-            goto stop;
-        if (n >= 0) {
-            if (n > len - pos)
-                goto python;
-            key = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)n);
-            if (key == NULL)
-                goto error;
-            pos += (Py_ssize_t)n;
-        } else {
-            key = Py_NewRef(Py_None);
-        }
-        if ((st = vr_varint(p, len, &pos, &n)) != VR_OK)
-            goto stop;
-        if (n >= 0) {
-            if (n > len - pos)
-                goto python;
-            value = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)n);
-            if (value == NULL)
-                goto error;
-            pos += (Py_ssize_t)n;
-        } else {
-            value = Py_NewRef(Py_None);
-        }
-        if ((st = vr_varint(p, len, &pos, &nh)) != VR_OK)
+                || (st = vr_bytes(p, len, &pos, &key)) != VR_OK
+                || (st = vr_bytes(p, len, &pos, &value)) != VR_OK
+                || (st = vr_varint(p, len, &pos, &nh)) != VR_OK)
             goto stop;
         headers = PyList_New(0);
         if (headers == NULL)
@@ -496,24 +496,14 @@ static PyObject *v2_records(PyObject *self, PyObject *args) {
             if (hk == NULL)
                 goto error;
             pos += (Py_ssize_t)n;
-            if ((st = vr_varint(p, len, &pos, &n)) != VR_OK) {
+            PyObject *hv = NULL;
+            if ((st = vr_bytes(p, len, &pos, &hv)) != VR_OK) {
                 Py_DECREF(hk);
                 goto stop;
             }
-            PyObject *hv;
-            if (n >= 0) {
-                if (n > len - pos) {
-                    Py_DECREF(hk);
-                    goto python;
-                }
-                hv = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)n);
-                pos += (Py_ssize_t)n;
-            } else {
-                hv = Py_NewRef(Py_None);
-            }
-            PyObject *pair = hv == NULL ? NULL : PyTuple_Pack(2, hk, hv);
+            PyObject *pair = PyTuple_Pack(2, hk, hv);
             Py_DECREF(hk);
-            Py_XDECREF(hv);
+            Py_DECREF(hv);
             if (pair == NULL || PyList_Append(headers, pair) < 0) {
                 Py_XDECREF(pair);
                 goto error;
@@ -578,6 +568,8 @@ static PyObject *v2_records(PyObject *self, PyObject *args) {
         Py_CLEAR(headers);
         if (st == VR_PYTHON)
             goto python;
+        if (st == VR_ERROR)
+            goto error;
         if (st == VR_INDEX) {
             ran_out = 1;
             pos = rec_start;
