@@ -39,7 +39,7 @@ def tune_gc(command: str | None) -> None:
     """Fewer cyclic-GC collections for the streaming commands. Their decoding leaves no
     reference cycles behind (tests/robustness/test_no_cycles.py): every exchange is freed
     by reference counting, so the collector, run after every 700 net allocations by
-    default, only re-walked live objects (about 7% of the CPU time on small messages).
+    default, only re-walked live objects.
     Collections still run, so memory stays bounded should a cycle appear; the TUI keeps
     Python's defaults (its widget tree is cyclic and pauses matter there)."""
     if command in STREAMING:

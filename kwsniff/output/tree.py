@@ -330,8 +330,8 @@ class _Builder:
 
     def _known(self, section: str, names: tuple[str, ...], struct_info: Any) -> dict:
         """``key -> (about, enum, is an error code)`` of the fields of the struct at
-        ``names`` (filled as
-        they are met: one lookup per struct and field instead of one per value)."""
+        ``names`` (filled as they are met: one lookup per struct and field instead of one
+        per value)."""
         ck = (self._schema, section, names, struct_info)
         table = _KNOWN.get(ck)
         if table is None:
