@@ -42,6 +42,33 @@ static inline uint32_t rd32(const unsigned char *p, int big) {
 
 static inline unsigned be16(const unsigned char *p) { return ((unsigned)p[0] << 8) | p[1]; }
 
+/* The empty packet list of a batch walk, or NULL with the view released and an error
+ * set (ValueError "NAME: bad arguments" when bad, else out of memory). */
+static PyObject *batch_start(Py_buffer *view, int bad, const char *name) {
+    if (bad) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s: bad arguments", name);
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        PyBuffer_Release(view);
+    return out;
+}
+
+/* Append item (a new reference, NULL after a failed build) to a batch's packet list:
+ * 0, or -1 with the list and the view released and the error set. */
+static int batch_append(PyObject *out, PyObject *item, Py_buffer *view) {
+    if (item == NULL || PyList_Append(out, item) < 0) {
+        Py_XDECREF(item);
+        Py_DECREF(out);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    Py_DECREF(item);
+    return 0;
+}
+
 PyDoc_STRVAR(pcap_batch_doc,
 "pcap_batch(buf, pos, end, mark, big_endian, hdrlen, units, linktype, frame, max_record,\n"
 "           max_items) -> (packets, pos, frame, status, incl)\n\n"
@@ -63,16 +90,10 @@ static PyObject *pcap_batch(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnnpnLOLKn", &view, &pos, &end, &mark, &big, &hdrlen,
                           &units, &linktype, &frame, &max_record, &max_items))
         return NULL;
-    if (pos < 0 || end > view.len || hdrlen < 16 || units <= 0 || max_items <= 0) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "pcap_batch: bad arguments");
+    PyObject *out = batch_start(&view, pos < 0 || end > view.len || hdrlen < 16
+                                       || units <= 0 || max_items <= 0, "pcap_batch");
+    if (out == NULL)
         return NULL;
-    }
-    PyObject *out = PyList_New(0);
-    if (out == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     const unsigned char *buf = (const unsigned char *)view.buf;
     const double dunits = (double)units;
     int status = ST_END;
@@ -94,15 +115,10 @@ static PyObject *pcap_batch(PyObject *self, PyObject *args) {
         frame += 1;
         /* the same two IEEE operations as sec + frac / units in Python */
         double ts = (double)sec + (double)frac / dunits;
-        PyObject *item = Py_BuildValue("(LdOy#I)", frame, ts, linktype,
-                                       (const char *)buf + start, (Py_ssize_t)incl, orig);
-        if (item == NULL || PyList_Append(out, item) < 0) {
-            Py_XDECREF(item);
-            Py_DECREF(out);
-            PyBuffer_Release(&view);
+        if (batch_append(out, Py_BuildValue("(LdOy#I)", frame, ts, linktype,
+                                            (const char *)buf + start, (Py_ssize_t)incl, orig),
+                         &view) < 0)
             return NULL;
-        }
-        Py_DECREF(item);
         pos = stop;
         if (++count >= max_items || pos > mark) {
             status = ST_MORE;
@@ -159,16 +175,10 @@ static PyObject *pcapng_epbs(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnnpO!LKn", &view, &pos, &end, &mark, &big, &PyList_Type,
                           &ifaces, &frame, &max_block, &max_items))
         return NULL;
-    if (pos < 0 || end > view.len || max_items <= 0) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "pcapng_epbs: bad arguments");
+    PyObject *out = batch_start(&view, pos < 0 || end > view.len || max_items <= 0,
+                                "pcapng_epbs");
+    if (out == NULL)
         return NULL;
-    }
-    PyObject *out = PyList_New(0);
-    if (out == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     const unsigned char *buf = (const unsigned char *)view.buf;
     int status = ST_END;
     Py_ssize_t count = 0;
@@ -189,20 +199,14 @@ static PyObject *pcapng_epbs(PyObject *self, PyObject *args) {
         PyObject *ts = epb_ts(((uint64_t)hi << 32) | lo, PyTuple_GET_ITEM(iface, 1),
                               PyTuple_GET_ITEM(iface, 2));
         if (ts == NULL) {
-            Py_DECREF(out);
-            PyBuffer_Release(&view);
+            batch_append(out, NULL, &view);     /* releases out and the view */
             return NULL;
         }
         frame += 1;
-        PyObject *item = Py_BuildValue("(LNOy#I)", frame, ts, PyTuple_GET_ITEM(iface, 0),
-                                       (const char *)b + 28, (Py_ssize_t)cap, orig);
-        if (item == NULL || PyList_Append(out, item) < 0) {
-            Py_XDECREF(item);
-            Py_DECREF(out);
-            PyBuffer_Release(&view);
+        if (batch_append(out, Py_BuildValue("(LNOy#I)", frame, ts, PyTuple_GET_ITEM(iface, 0),
+                                            (const char *)b + 28, (Py_ssize_t)cap, orig),
+                         &view) < 0)
             return NULL;
-        }
-        Py_DECREF(item);
         pos += blen;
         if (++count >= max_items || pos > mark) {
             status = ST_MORE;
