@@ -6,11 +6,13 @@ Contract:
 * :func:`decoding_jobs` picks the number of processes: 1 for ``-j 1``, ``-c``, standard
   input or another file that is not a regular file, a capture that cannot be opened
   (the one-process path reports why); ``-j N`` otherwise. ``auto`` (the default) uses
-  ``min(usable CPUs, AUTO_MAX_JOBS)`` only where rendering dominates (``decode -V`` or
-  ``-x``, ``export``) on uncompressed files of at least :data:`AUTO_MIN_BYTES`; one
-  process otherwise (summary lines: the decoding that every worker repeats is most of
-  the time, so N processes gain ~10% for ~N times the CPU; compressed: every worker
-  would decompress the whole file).
+  ``min(usable CPUs, AUTO_MAX_JOBS)`` where rendering dominates (``decode -V`` or
+  ``-x``, ``export``) on uncompressed files of at least :data:`AUTO_MIN_BYTES`. Summary
+  lines use ``min(usable CPUs, SUMMARY_MAX_JOBS)`` on uncompressed files of at least
+  :data:`SUMMARY_MIN_BYTES`: the decoding that every worker repeats is most of their
+  time, so a second process gains 10-25% wall time (for ~1.6x the CPU) and more gain
+  little. One process otherwise (compressed: every worker would decompress the whole
+  file).
 * :func:`decode_in_parallel` and :func:`export_in_parallel` write exactly the output
   (standard output / the ``-o`` file) and standard error of the one-process command;
   both use :func:`run_workers`. Every worker runs the whole engine over the whole capture
@@ -71,6 +73,9 @@ from kwsniff.output.summary import SummaryFormatter
 AUTO_MIN_BYTES = 4 << 20
 #: ``auto`` uses at most this many processes
 AUTO_MAX_JOBS = 4
+#: ``auto`` for summary lines: at least this big a file, at most this many processes
+SUMMARY_MIN_BYTES = 64 << 20
+SUMMARY_MAX_JOBS = 2
 #: consecutive exchanges one worker renders (one record, one write in the parent)
 BLOCK = 32
 #: text a worker holds before it sends part of a block
@@ -107,7 +112,7 @@ def _usable_cpus() -> int:
 
 def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
     """How many processes ``decode``/``export`` use (see the module contract); ``heavy``:
-    rendering dominates the run (``-V``, ``-x``, export)."""
+    rendering dominates the run (``-V``, ``-x``, export), else summary lines."""
     jobs = getattr(args, "jobs", 1)
     if jobs == 1 or getattr(args, "count", None) is not None or args.capture == "-" \
             or not hasattr(os, "fork"):
@@ -119,9 +124,9 @@ def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
     if not stat.S_ISREG(info.st_mode):        # a pipe cannot be read N times
         return 1
     if jobs is None:
-        if not heavy or info.st_size < AUTO_MIN_BYTES:
+        if info.st_size < (AUTO_MIN_BYTES if heavy else SUMMARY_MIN_BYTES):
             return 1
-        jobs = min(_usable_cpus(), AUTO_MAX_JOBS)
+        jobs = min(_usable_cpus(), AUTO_MAX_JOBS if heavy else SUMMARY_MAX_JOBS)
         if jobs > 1 and _compressed(args.capture):
             return 1
     return max(1, jobs)

@@ -143,7 +143,12 @@ def test_jobs_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert jobs("-j", "2", str(packed)) == 2
     auto = min(parallel._usable_cpus(), parallel.AUTO_MAX_JOBS)
     assert jobs("-V", small) == auto and jobs("-x", small) == auto
-    assert jobs(small) == 1                      # auto: summary lines
+    assert jobs(small) == 1                      # auto: summary lines of a small file
+    monkeypatch.setattr(parallel, "SUMMARY_MIN_BYTES", 0)
+    assert jobs(small) == min(parallel._usable_cpus(), parallel.SUMMARY_MAX_JOBS)
+    assert jobs(str(packed)) == 1                # auto: compressed
+    monkeypatch.setattr(parallel, "SUMMARY_MIN_BYTES", TANSU.stat().st_size + 1)
+    assert jobs(small) == 1
 
 
 @pytest.mark.parametrize("how", ["exception", "signal"])
