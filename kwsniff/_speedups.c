@@ -15,6 +15,13 @@
  *  payload_view  the -V text of a record key/value/header seen as hex or plain ASCII text
  *                (kwsniff.output.tree._builtin_text; None for anything else)
  *  plain_lines   the lines of an uncoloured -V tree (kwsniff.output.tree._plain_lines)
+ *  NodeBase      the storage and constructor of kwsniff.output.tree.TreeNode (the Python
+ *                class PyNodeBase there is its twin)
+ *  tree_fields   kwsniff.output.tree._Builder.fields without byte spans (strings, ints,
+ *                structs and arrays of structs here; other values through the builder's
+ *                Python methods). The one allowed difference: a body nested thousands of
+ *                levels deep meets Python's recursion limit a few levels later than in
+ *                Python (both then show "body nested too deeply to show").
  *  v2_records    the records of a magic-2 batch (kwsniff.kafka.records._parse_v2_records;
  *                returns None, for the Python code to run, on input whose exact result
  *                needs Python's unbounded integers or slicing past the end)
@@ -24,10 +31,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <structmember.h>
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 6
+#define SPEEDUPS_VERSION 7
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -728,6 +736,539 @@ static PyObject *payload_view(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* ---------------------------------------------------------------- tree nodes */
+
+/* The nine attributes of a -V tree node, in the constructor's positional order. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *label, *value, *children, *start, *length, *message, *about, *path, *style;
+} NodeObject;
+
+#define NODE_FIELDS 9
+static const char *node_names[NODE_FIELDS] = {
+    "label", "value", "children", "start", "length", "message", "about", "path", "style"};
+static PyObject *node_keys[NODE_FIELDS];          /* interned node_names */
+static PyObject *empty_str, *empty_tuple;
+
+static inline PyObject **node_slot(NodeObject *n, int i) {
+    return &n->label + i;
+}
+
+static int node_traverse(NodeObject *self, visitproc visit, void *arg) {
+    for (int i = 0; i < NODE_FIELDS; i++)
+        Py_VISIT(*node_slot(self, i));
+    return 0;           /* (a heap subclass's type is visited by CPython's subtype_traverse) */
+}
+
+static int node_clear(NodeObject *self) {
+    for (int i = 0; i < NODE_FIELDS; i++)
+        Py_CLEAR(*node_slot(self, i));
+    return 0;
+}
+
+/* (a heap subclass's type reference is dropped by CPython's subtype_dealloc) */
+static void node_dealloc(NodeObject *self) {
+    PyObject_GC_UnTrack(self);
+    node_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* NodeBase(label, value="", children=<new list>, start=None, length=None, message=None,
+ * about=None, path=(), style=None): the dataclass constructor's arguments */
+static int node_init(NodeObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *given[NODE_FIELDS] = {NULL};
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n > NODE_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "TreeNode takes at most %d arguments (%zd given)",
+                     NODE_FIELDS, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        given[i] = PyTuple_GET_ITEM(args, i);
+    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(kwds, &pos, &k, &v)) {
+            int i = 0;
+            for (; i < NODE_FIELDS; i++)
+                if (k == node_keys[i])
+                    break;
+            if (i == NODE_FIELDS && PyUnicode_Check(k))
+                for (i = 0; i < NODE_FIELDS; i++)
+                    if (PyUnicode_Compare(k, node_keys[i]) == 0)
+                        break;
+            if (i == NODE_FIELDS) {
+                PyErr_Format(PyExc_TypeError,
+                             "TreeNode got an unexpected keyword argument '%S'", k);
+                return -1;
+            }
+            if (given[i] != NULL && i < n) {
+                PyErr_Format(PyExc_TypeError, "TreeNode got multiple values for argument '%s'",
+                             node_names[i]);
+                return -1;
+            }
+            given[i] = v;
+        }
+    }
+    if (given[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "TreeNode missing 1 required positional argument: "
+                                         "'label'");
+        return -1;
+    }
+    for (int i = 0; i < NODE_FIELDS; i++) {
+        PyObject *v = given[i];
+        if (v != NULL)
+            Py_INCREF(v);
+        else if (i == 1)
+            v = Py_NewRef(empty_str);
+        else if (i == 2) {
+            v = PyList_New(0);
+            if (v == NULL)
+                return -1;
+        } else if (i == 7)
+            v = Py_NewRef(empty_tuple);
+        else
+            v = Py_NewRef(Py_None);
+        Py_XSETREF(*node_slot(self, i), v);
+    }
+    return 0;
+}
+
+static PyMemberDef node_members[] = {
+    {"label", T_OBJECT, offsetof(NodeObject, label), 0, NULL},
+    {"value", T_OBJECT, offsetof(NodeObject, value), 0, NULL},
+    {"children", T_OBJECT, offsetof(NodeObject, children), 0, NULL},
+    {"start", T_OBJECT, offsetof(NodeObject, start), 0, NULL},
+    {"length", T_OBJECT, offsetof(NodeObject, length), 0, NULL},
+    {"message", T_OBJECT, offsetof(NodeObject, message), 0, NULL},
+    {"about", T_OBJECT, offsetof(NodeObject, about), 0, NULL},
+    {"path", T_OBJECT, offsetof(NodeObject, path), 0, NULL},
+    {"style", T_OBJECT, offsetof(NodeObject, style), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject NodeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kwsniff._speedups.NodeBase",
+    .tp_doc = PyDoc_STR("The storage and constructor of kwsniff.output.tree.TreeNode: "
+                        "label, value, children, start, length, message, about, path, "
+                        "style (defaults as the dataclass had them)."),
+    .tp_basicsize = sizeof(NodeObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)node_init,
+    .tp_dealloc = (destructor)node_dealloc,
+    .tp_traverse = (traverseproc)node_traverse,
+    .tp_clear = (inquiry)node_clear,
+    .tp_members = node_members,
+};
+
+/* ---------------------------------------------------------------- tree fields */
+
+/* What tree_fields works with: the builder, its message kind and schema key, and the
+ * Python objects of kwsniff.output.tree it mirrors (see tree_fields_doc). */
+typedef struct {
+    PyObject *b, *kind, *schema, *known_all, *enum_label, *quote, *api_label;
+    PyTypeObject *node_tp;
+} TreeEnv;
+
+#define TF_MAX_DEPTH 100        /* deeper structs are left to the Python builder */
+
+static PyObject *s_children;                /* (the plain tree lines section sets it) */
+static int pl_printable(PyObject *s);
+
+static PyObject *s_known, *s_learn, *s_value_m, *s_unknown_tags, *s_fields_py;
+static PyObject *s_topic_name, *s_problem, *s_warn;
+static PyObject *hint_str_keys[8], *hint_int_keys[6], *s_api_key;
+
+/* a new node of env->node_tp: TreeNode(label, value, [], None, None, message, about,
+ * path, style) without running a constructor (all references borrowed) */
+static PyObject *tf_node(TreeEnv *env, PyObject *label, PyObject *value, PyObject *message,
+                         PyObject *about, PyObject *path, PyObject *style) {
+    PyObject *children = PyList_New(0);
+    if (children == NULL)
+        return NULL;
+    NodeObject *n = (NodeObject *)env->node_tp->tp_alloc(env->node_tp, 0);
+    if (n == NULL) {
+        Py_DECREF(children);
+        return NULL;
+    }
+    n->label = Py_NewRef(label);
+    n->value = Py_NewRef(value);
+    n->children = children;
+    n->start = Py_NewRef(Py_None);
+    n->length = Py_NewRef(Py_None);
+    n->message = Py_NewRef(message);
+    n->about = Py_NewRef(about);
+    n->path = Py_NewRef(path);
+    n->style = Py_NewRef(style);
+    return (PyObject *)n;
+}
+
+/* parent.children (a new reference) */
+static PyObject *tf_children(PyObject *parent) {
+    if (PyObject_TypeCheck(parent, &NodeType) && ((NodeObject *)parent)->children != NULL)
+        return Py_NewRef(((NodeObject *)parent)->children);
+    return PyObject_GetAttr(parent, s_children);
+}
+
+/* parent.add(node): node appended to parent.children; the reference to node is stolen */
+static int tf_add(PyObject *parent, PyObject *node) {
+    if (node == NULL)
+        return -1;
+    PyObject *children = tf_children(parent);
+    int rc = -1;
+    if (children != NULL && PyList_Check(children))
+        rc = PyList_Append(children, node);
+    else if (children != NULL) {
+        PyObject *r = PyObject_CallMethod(children, "append", "O", node);
+        rc = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(children);
+    Py_DECREF(node);
+    return rc;
+}
+
+/* _quote(text) of tree.py: '"text"' for plain printable text, else the Python function */
+static PyObject *tf_quote(TreeEnv *env, PyObject *text) {
+    if (PyUnicode_CheckExact(text) && pl_printable(text)
+            && PyUnicode_FindChar(text, '"', 0, PyUnicode_GET_LENGTH(text), 1) == -1
+            && PyUnicode_FindChar(text, '\\', 0, PyUnicode_GET_LENGTH(text), 1) == -1)
+        return PyUnicode_FromFormat("\"%U\"", text);
+    return PyObject_CallOneArg(env->quote, text);
+}
+
+/* (first, *head, last), first and last left out when NULL (a new tuple; head a tuple) */
+static PyObject *tf_extend(PyObject *first, PyObject *head, PyObject *last) {
+    Py_ssize_t n = PyTuple_GET_SIZE(head), off = first ? 1 : 0;
+    PyObject *t = PyTuple_New(n + off + (last ? 1 : 0));
+    if (t == NULL)
+        return NULL;
+    if (first)
+        PyTuple_SET_ITEM(t, 0, Py_NewRef(first));
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, i + off, Py_NewRef(PyTuple_GET_ITEM(head, i)));
+    if (last)
+        PyTuple_SET_ITEM(t, n + off, Py_NewRef(last));
+    return t;
+}
+
+/* _item_hint(item) of tree.py */
+static PyObject *tf_item_hint(TreeEnv *env, PyObject *item) {
+    for (int i = 0; i < 8; i++) {
+        PyObject *v = PyDict_GetItemWithError(item, hint_str_keys[i]);
+        if (v == NULL && PyErr_Occurred())
+            return NULL;
+        if (v != NULL && PyUnicode_Check(v) && PyUnicode_GET_LENGTH(v))
+            return tf_quote(env, v);
+    }
+    for (int i = 0; i < 6; i++) {
+        PyObject *v = PyDict_GetItemWithError(item, hint_int_keys[i]);
+        if (v == NULL && PyErr_Occurred())
+            return NULL;
+        if (v != NULL && PyLong_CheckExact(v)) {
+            if (hint_int_keys[i] == s_api_key)
+                return PyObject_CallOneArg(env->api_label, v);
+            return PyUnicode_FromFormat("%U %S", hint_int_keys[i], v);
+        }
+    }
+    return Py_NewRef(empty_str);
+}
+
+static int tf_fields(TreeEnv *env, PyObject *parent, PyObject *obj, PyObject *section,
+                     PyObject *path, PyObject *sinfo, PyObject *names, int depth);
+
+/* b.<method>(*args) with a None result: 0, or -1 on error */
+static int tf_call(TreeEnv *env, PyObject *method, PyObject *const *args, size_t n) {
+    PyObject *all[12];
+    all[0] = env->b;
+    for (size_t i = 0; i < n; i++)
+        all[i + 1] = args[i];
+    PyObject *r = PyObject_VectorcallMethod(method, all, (n + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            NULL);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+static int tf_is(PyObject *s, const char *ascii) {
+    return PyUnicode_CompareWithASCIIString(s, ascii) == 0;
+}
+
+/* the fields of a list of dicts (the struct branch of _Builder.array): a count node and
+ * one node per item with its fields */
+static int tf_items(TreeEnv *env, PyObject *parent, PyObject *key, PyObject *list,
+                    PyObject *section, PyObject *kpath, PyObject *about, PyObject *sinfo,
+                    PyObject *knames, int depth) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    PyObject *count = PyUnicode_FromFormat("%zd item%s", n, n != 1 ? "s" : "");
+    PyObject *npath = count ? tf_extend(section, kpath, NULL) : NULL;
+    PyObject *node = npath ? tf_node(env, key, count, env->kind, about, npath, Py_None) : NULL;
+    Py_XDECREF(count);
+    Py_XDECREF(npath);
+    if (node == NULL)
+        return -1;
+    Py_INCREF(node);
+    if (tf_add(parent, node) < 0) {
+        Py_DECREF(node);
+        return -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(list); i++) {
+        PyObject *item = Py_NewRef(PyList_GET_ITEM(list, i));
+        PyObject *index = PyLong_FromSsize_t(i);
+        PyObject *ipath = index ? tf_extend(NULL, kpath, index) : NULL;
+        PyObject *cpath = ipath ? tf_extend(section, ipath, NULL) : NULL;
+        PyObject *label = cpath ? PyUnicode_FromFormat("%U[%zd]", key, i) : NULL;
+        PyObject *hint = label ? tf_item_hint(env, item) : NULL;
+        PyObject *child = hint ? tf_node(env, label, hint, env->kind, Py_None, cpath, Py_None)
+                               : NULL;
+        if (child == NULL)
+            rc = -1;
+        else {
+            Py_INCREF(child);
+            rc = tf_add(node, child);
+            if (rc == 0)
+                rc = tf_fields(env, child, item, section, ipath, sinfo, knames, depth + 1);
+            Py_DECREF(child);
+        }
+        Py_DECREF(item);
+        Py_XDECREF(index);
+        Py_XDECREF(ipath);
+        Py_XDECREF(cpath);
+        Py_XDECREF(label);
+        Py_XDECREF(hint);
+    }
+    Py_DECREF(node);
+    return rc;
+}
+
+/* one field of a struct (the loop body of _Builder.fields): 0 done, -1 error */
+static int tf_field(TreeEnv *env, PyObject *parent, PyObject *obj, PyObject *key,
+                    PyObject *value, PyObject *known, PyObject *section, PyObject *path,
+                    PyObject *sinfo, PyObject *names, int meta, int depth) {
+    if (PyUnicode_GET_LENGTH(key) && PyUnicode_READ_CHAR(key, 0) == '_') {
+        if (tf_is(key, "_unknown_tags")) {
+            PyObject *args[4] = {parent, value, section, path};
+            return tf_call(env, s_unknown_tags, args, 4);
+        }
+        if (tf_is(key, "_problems") && PyList_Check(value)) {
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
+                PyObject *text = PyObject_Str(PyList_GET_ITEM(value, i));
+                if (text == NULL)
+                    return -1;
+                PyObject *node = tf_node(env, s_problem, text, Py_None, Py_None, empty_tuple,
+                                         s_warn);
+                Py_DECREF(text);
+                if (tf_add(parent, node) < 0)
+                    return -1;
+            }
+        }
+        return 0;
+    }
+    PyObject *ae = PyDict_GetItemWithError(known, key);
+    if (ae != NULL)
+        Py_INCREF(ae);
+    else if (PyErr_Occurred())
+        return -1;
+    else {
+        PyObject *all[6] = {env->b, known, key, section, names, sinfo};
+        ae = PyObject_VectorcallMethod(s_learn, all, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (ae == NULL)
+            return -1;
+    }
+    if (!PyTuple_CheckExact(ae) || PyTuple_GET_SIZE(ae) != 3) {
+        Py_DECREF(ae);
+        PyErr_SetString(PyExc_TypeError, "tree field metadata is not (about, enum, error)");
+        return -1;
+    }
+    PyObject *about = PyTuple_GET_ITEM(ae, 0), *enm = PyTuple_GET_ITEM(ae, 1);
+    int is_error = PyObject_IsTrue(PyTuple_GET_ITEM(ae, 2));
+    int rc = 0;
+    PyObject *text = NULL, *npath = NULL, *kpath = NULL, *knames = NULL;
+    if (is_error < 0) {
+        rc = -1;
+        goto done;
+    }
+    if (!meta && PyUnicode_CheckExact(value)) {         /* a string field */
+        text = tf_quote(env, value);
+        if (text != NULL && tf_is(key, "TopicId")) {
+            PyObject *name = PyDict_GetItemWithError(obj, s_topic_name);
+            if (name != NULL && PyUnicode_Check(name))
+                Py_SETREF(text, PyUnicode_FromFormat("%U (%S)", text, name));
+            else if (name == NULL && PyErr_Occurred())
+                Py_CLEAR(text);
+        }
+    } else if (!meta && PyLong_CheckExact(value) && !is_error) {    /* an int field */
+        PyObject *label = Py_NewRef(Py_None);
+        if (enm != Py_None) {
+            PyObject *args[2] = {enm, value};
+            Py_SETREF(label, PyObject_Vectorcall(env->enum_label, args, 2, NULL));
+        }
+        int truth = label ? PyObject_IsTrue(label) : -1;
+        text = truth < 0 ? NULL : truth ? PyUnicode_FromFormat("%S (%S)", value, label)
+                                        : PyObject_Str(value);
+        Py_XDECREF(label);
+    } else {
+        kpath = tf_extend(NULL, path, key);
+        knames = kpath ? tf_extend(NULL, names, key) : NULL;
+        if (knames == NULL) {
+            rc = -1;
+            goto done;
+        }
+        int items = 0;
+        if (PyList_CheckExact(value) && PyList_GET_SIZE(value) && depth < TF_MAX_DEPTH) {
+            items = 1;
+            for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(value); i++)
+                items = PyDict_CheckExact(PyList_GET_ITEM(value, i));
+        }
+        if (PyDict_CheckExact(value) && depth < TF_MAX_DEPTH) {       /* a struct */
+            npath = tf_extend(section, kpath, NULL);
+            PyObject *node = npath ? tf_node(env, key, empty_str, env->kind, about, npath,
+                                             Py_None) : NULL;
+            if (node == NULL) {
+                rc = -1;
+                goto done;
+            }
+            Py_INCREF(node);
+            rc = tf_add(parent, node);
+            if (rc == 0 && Py_EnterRecursiveCall(" while building a tree") == 0) {
+                rc = tf_fields(env, node, value, section, kpath, sinfo, knames, depth + 1);
+                Py_LeaveRecursiveCall();
+            } else
+                rc = -1;
+            Py_DECREF(node);
+        } else if (items) {                                 /* an array of structs */
+            if (Py_EnterRecursiveCall(" while building a tree") == 0) {
+                rc = tf_items(env, parent, key, value, section, kpath, about, sinfo, knames,
+                              depth);
+                Py_LeaveRecursiveCall();
+            } else
+                rc = -1;
+        } else {                                            /* the Python builder */
+            PyObject *args[11] = {parent, key, value, section, kpath, about, enm, obj, sinfo,
+                                  knames, meta ? Py_True : Py_False};
+            rc = tf_call(env, s_value_m, args, 11);
+        }
+        goto done;
+    }
+    if (text == NULL) {
+        rc = -1;
+        goto done;
+    }
+    npath = tf_extend(section, path, key);
+    rc = npath ? tf_add(parent, tf_node(env, key, text, env->kind, about, npath, Py_None)) : -1;
+done:
+    Py_XDECREF(text);
+    Py_XDECREF(npath);
+    Py_XDECREF(kpath);
+    Py_XDECREF(knames);
+    Py_DECREF(ae);
+    return rc;
+}
+
+/* _Builder.fields without byte spans: 0 done, -1 error */
+static int tf_fields(TreeEnv *env, PyObject *parent, PyObject *obj, PyObject *section,
+                     PyObject *path, PyObject *sinfo, PyObject *names, int depth) {
+    int python = depth > TF_MAX_DEPTH || !PyDict_CheckExact(obj) || !PyTuple_CheckExact(path)
+        || !PyTuple_CheckExact(names);
+    int meta = 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (!python && PyDict_Next(obj, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key))
+            python = 1;           /* Python decides what happens (a TypeError) */
+        else if (!meta && PyUnicode_GET_LENGTH(key) && PyUnicode_READ_CHAR(key, 0) == '_'
+                 && !tf_is(key, "_unknown_tags") && !tf_is(key, "_problems"))
+            meta = 1;
+    }
+    if (python) {
+        PyObject *args[6] = {parent, obj, section, path, sinfo, names};
+        return tf_call(env, s_fields_py, args, 6);
+    }
+    /* known = b._known(section, names, sinfo), its _KNOWN entry looked up here */
+    PyObject *ck = PyTuple_Pack(4, env->schema, section, names, sinfo);
+    if (ck == NULL)
+        return -1;
+    PyObject *known = PyDict_GetItemWithError(env->known_all, ck);
+    Py_DECREF(ck);
+    if (known != NULL)
+        Py_INCREF(known);
+    else if (PyErr_Occurred())
+        return -1;
+    else {
+        PyObject *all[4] = {env->b, section, names, sinfo};
+        known = PyObject_VectorcallMethod(s_known, all, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                          NULL);
+        if (known == NULL)
+            return -1;
+    }
+    if (!PyDict_Check(known)) {
+        Py_DECREF(known);
+        PyErr_SetString(PyExc_TypeError, "tree field metadata table is not a dict");
+        return -1;
+    }
+    Py_ssize_t size = PyDict_GET_SIZE(obj);
+    int rc = 0;
+    pos = 0;
+    while (rc == 0 && PyDict_Next(obj, &pos, &key, &value)) {
+        Py_INCREF(key);
+        Py_INCREF(value);
+        rc = tf_field(env, parent, obj, key, value, known, section, path, sinfo, names, meta,
+                      depth);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (rc == 0 && PyDict_GET_SIZE(obj) != size) {
+            PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during iteration");
+            rc = -1;
+        }
+    }
+    Py_DECREF(known);
+    return rc;
+}
+
+PyDoc_STRVAR(tree_fields_doc,
+"tree_fields(builder, parent, obj, section, path, struct_info, names, env) -> None\n\n"
+"kwsniff.output.tree._Builder.fields for a builder without byte spans: the nodes of the\n"
+"fields of obj appended to parent. env is (TreeNode, _KNOWN, enum_label, _quote,\n"
+"api_label). Strings, ints, structs and arrays of structs are made here; every other\n"
+"value goes to builder.value(), _unknown_tags to builder.unknown_tags(), unknown field\n"
+"metadata to builder._learn(), a dict that is not plain (or deeper than 100 levels) to\n"
+"builder._fields_py().");
+
+static PyObject *tree_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8 || !PyTuple_CheckExact(args[7]) || PyTuple_GET_SIZE(args[7]) != 5) {
+        PyErr_SetString(PyExc_TypeError, "tree_fields(builder, parent, obj, section, path, "
+                                         "struct_info, names, env)");
+        return NULL;
+    }
+    PyObject *envt = args[7];
+    TreeEnv env;
+    env.b = args[0];
+    env.node_tp = (PyTypeObject *)PyTuple_GET_ITEM(envt, 0);
+    env.known_all = PyTuple_GET_ITEM(envt, 1);
+    env.enum_label = PyTuple_GET_ITEM(envt, 2);
+    env.quote = PyTuple_GET_ITEM(envt, 3);
+    env.api_label = PyTuple_GET_ITEM(envt, 4);
+    if (!PyType_Check((PyObject *)env.node_tp)
+            || !PyType_IsSubtype(env.node_tp, &NodeType)
+            || env.node_tp->tp_basicsize != NodeType.tp_basicsize
+            || !PyDict_CheckExact(env.known_all)) {
+        PyErr_SetString(PyExc_TypeError, "tree_fields: env is not (a NodeBase subclass "
+                                         "without fields, a dict, ...)");
+        return NULL;
+    }
+    env.kind = PyObject_GetAttrString(env.b, "kind");
+    env.schema = env.kind ? PyObject_GetAttrString(env.b, "_schema") : NULL;
+    int rc = env.schema == NULL ? -1 :
+        tf_fields(&env, args[1], args[2], args[3], args[4], args[5], args[6], 0);
+    Py_XDECREF(env.kind);
+    Py_XDECREF(env.schema);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ---------------------------------------------------------------- plain tree lines */
 
 static PyObject *s_label, *s_value, *s_children;   /* interned attribute names */
@@ -791,15 +1332,31 @@ static int pl_emit(PyObject *nodes, Py_ssize_t depth, PyObject *pads, PyObject *
     PyObject *pad = PyList_GET_ITEM(pads, depth);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(nodes); i++) {
         PyObject *node = PyList_GET_ITEM(nodes, i);
-        Py_INCREF(node);
-        PyObject *label = PyObject_GetAttr(node, s_label);
-        PyObject *value = label ? PyObject_GetAttr(node, s_value) : NULL;
-        PyObject *children = value ? PyObject_GetAttr(node, s_children) : NULL;
-        Py_DECREF(node);
+        PyObject *label, *value, *children;
         int rc = 0;
-        if (children == NULL) {
-            rc = -1;
-            goto next;
+        if (PyObject_TypeCheck(node, &NodeType)) {    /* its fields, read directly */
+            NodeObject *nd = (NodeObject *)node;
+            label = nd->label;
+            value = nd->value;
+            children = nd->children;
+            if (label == NULL || value == NULL || children == NULL) {
+                PyErr_SetString(PyExc_AttributeError, "tree node without its fields");
+                return -1;
+            }
+            Py_INCREF(label);
+            Py_INCREF(value);
+            Py_INCREF(children);
+        } else {
+            Py_INCREF(node);
+            label = PyObject_GetAttr(node, s_label);
+            value = label ? PyObject_GetAttr(node, s_value) : NULL;
+            children = value ? PyObject_GetAttr(node, s_children) : NULL;
+            Py_DECREF(node);
+            if (children == NULL) {
+                Py_XDECREF(label);
+                Py_XDECREF(value);
+                return -1;
+            }
         }
         if (!PyUnicode_CheckExact(label) || !PyUnicode_CheckExact(value)
                 || !PyList_CheckExact(children)) {
@@ -881,6 +1438,7 @@ static PyMethodDef methods[] = {
     {"v2_records", v2_records, METH_VARARGS, v2_records_doc},
     {"payload_view", payload_view, METH_VARARGS, payload_view_doc},
     {"plain_lines", plain_lines, METH_VARARGS, plain_lines_doc},
+    {"tree_fields", (PyCFunction)(void (*)(void))tree_fields, METH_FASTCALL, tree_fields_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -901,9 +1459,42 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_children = PyUnicode_InternFromString("children");
     if (s_label == NULL || s_value == NULL || s_children == NULL)
         return NULL;
+    for (int i = 0; i < NODE_FIELDS; i++)
+        if ((node_keys[i] = PyUnicode_InternFromString(node_names[i])) == NULL)
+            return NULL;
+    static const char *hs[8] = {"Name", "Topic", "TopicName", "_topic_name", "GroupId",
+                                "MemberId", "Key", "ResourceName"};
+    static const char *hi[6] = {"PartitionIndex", "Partition", "Index", "ApiKey", "NodeId",
+                                "BrokerId"};
+    for (int i = 0; i < 8; i++)
+        if ((hint_str_keys[i] = PyUnicode_InternFromString(hs[i])) == NULL)
+            return NULL;
+    for (int i = 0; i < 6; i++)
+        if ((hint_int_keys[i] = PyUnicode_InternFromString(hi[i])) == NULL)
+            return NULL;
+    s_api_key = hint_int_keys[3];
+    s_known = PyUnicode_InternFromString("_known");
+    s_learn = PyUnicode_InternFromString("_learn");
+    s_value_m = PyUnicode_InternFromString("value");
+    s_unknown_tags = PyUnicode_InternFromString("unknown_tags");
+    s_fields_py = PyUnicode_InternFromString("_fields_py");
+    s_topic_name = PyUnicode_InternFromString("_topic_name");
+    s_problem = PyUnicode_InternFromString("Problem");
+    s_warn = PyUnicode_InternFromString("warn");
+    if (!s_known || !s_learn || !s_value_m || !s_unknown_tags || !s_fields_py
+            || !s_topic_name || !s_problem || !s_warn)
+        return NULL;
+    empty_str = PyUnicode_FromString("");
+    empty_tuple = PyTuple_New(0);
+    if (empty_str == NULL || empty_tuple == NULL || PyType_Ready(&NodeType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     if (PyModule_AddIntConstant(m, "VERSION", SPEEDUPS_VERSION) < 0
             || PyModule_AddIntConstant(m, "CRC32C_HARDWARE", crc_use_hw) < 0) {
         Py_DECREF(m);

@@ -1,0 +1,267 @@
+"""The accelerator's tree parts give what the Python code gives.
+
+* ``NodeBase`` (the storage of ``tree.TreeNode``) has the attributes, defaults and
+  argument checks of its Python twin ``tree.PyNodeBase``;
+* ``tree_fields`` (``_Builder.fields`` without byte spans) makes the same nodes as
+  ``_Builder._fields_py``: compared on every exchange of the sample captures and on
+  odd bodies (metadata keys, non-str keys, dict subclasses, scalars of every type,
+  error codes, enums, nesting deeper than the C code goes, a body nested too deeply to
+  show, a mutating payload view).
+
+Skipped when the accelerator is not built.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kwsniff import accel
+from kwsniff.output import tree
+from kwsniff.output.tree import PyNodeBase, TreeNode
+
+C = accel.speedups
+pytestmark = pytest.mark.skipif(C is None, reason="the C accelerator is not built")
+
+ROOT = Path(__file__).resolve().parents[2]
+FIELDS = ("label", "value", "children", "start", "length", "message", "about", "path",
+          "style")
+
+
+class PyTreeNode(PyNodeBase):
+    """TreeNode as it is without the accelerator (the same methods on the Python base)."""
+
+    __slots__ = ()
+    add = TreeNode.add
+
+
+def _state(node: Any) -> list:
+    """Every node's fields, depth first, with its depth and type (no recursion: trees
+    of the deep tests are deeper than the interpreter's limit)."""
+    out: list = []
+    stack = [(0, node)]
+    while stack:
+        depth, n = stack.pop()
+        if not isinstance(n, (TreeNode, PyNodeBase)):
+            out.append((depth, n))
+            continue
+        children = n.children
+        out.append((depth, type(n).__name__,
+                    *(getattr(n, k) for k in FIELDS if k != "children"),
+                    type(children).__name__))
+        if isinstance(children, list):
+            stack.extend((depth + 1, c) for c in reversed(children))
+    return out
+
+
+# ------------------------------------------------------------------ NodeBase
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("label",), {}),
+    (("l", "v"), {}),
+    (("l", "v", [1], 1, 2, "request", "about", ("body", "X"), "warn"), {}),
+    (("l",), {"style": "warn", "message": "response", "path": ("header",)}),
+    (("l",), {"children": None}),            # an explicit None stays None
+    ((), {"label": "kw", "value": "v", "start": 0, "length": 4}),
+])
+def test_node_defaults_and_arguments(args: tuple, kwargs: dict) -> None:
+    c, p = TreeNode(*args, **kwargs), PyTreeNode(*args, **kwargs)
+    assert [getattr(c, k) for k in FIELDS] == [getattr(p, k) for k in FIELDS]
+    assert type(c).__mro__[1] is C.NodeBase
+
+
+def test_node_children_default_is_a_new_list() -> None:
+    a, b = TreeNode("a"), TreeNode("b")
+    assert a.children == [] and a.children is not b.children
+    assert a.path == () and a.value == ""
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((), {}),
+    (("a",) * 10, {}),
+    (("a",), {"label": "b"}),
+    (("a",), {"nope": 1}),
+    (("a", "b"), {"value": "c"}),
+    ((), {"value": "v"}),
+])
+def test_node_argument_errors(args: tuple, kwargs: dict) -> None:
+    with pytest.raises(TypeError):
+        TreeNode(*args, **kwargs)
+    with pytest.raises(TypeError):
+        PyTreeNode(*args, **kwargs)
+
+
+def test_node_attributes_repr_pickle_and_identity() -> None:
+    node = TreeNode("l", "v", style="error")
+    node.add(TreeNode("child", "1"))
+    node.start, node.length, node.about = 4, 8, "text"
+    assert node.end == 12
+    assert [(d, n.label) for d, n in node.walk()] == [(0, "l"), (1, "child")]
+    copy = pickle.loads(pickle.dumps(node))
+    assert _state(copy) == _state(node) and type(copy) is TreeNode
+    assert repr(node).startswith("TreeNode(label='l', value='v', children=[TreeNode(")
+    assert node != copy and node == node               # compared by identity
+    with pytest.raises(AttributeError):
+        node.other = 1                                 # type: ignore[attr-defined]
+    node.children = None                               # type: ignore[assignment]
+    assert node.children is None
+    del node.style
+    assert node.style is None                          # (a deleted slot reads as None)
+
+
+def test_node_cycles_are_collected() -> None:
+    import gc
+    import weakref
+    class Marker:
+        pass
+
+    gc.collect()
+    node = TreeNode("loop", about=Marker())       # type: ignore[arg-type]
+    node.add(node)
+    probe = weakref.ref(node.about)
+    del node
+    gc.collect()
+    assert probe() is None
+
+
+# ------------------------------------------------------------------ tree_fields
+
+def _both(build: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """``build()`` with the C fields and with the Python ones."""
+    with_c = build()
+    monkeypatch.setattr(tree, "_tree_fields", None)
+    python = build()
+    monkeypatch.undo()
+    return with_c, python
+
+
+def test_every_sample_exchange_has_the_same_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kwsniff.capture.source import open_capture
+    from kwsniff.engine import Engine
+    def trees(path: Path) -> list[Any]:
+        # a fresh decoding each time: -V decodes record sets on the way (lazily)
+        with open_capture(str(path)) as source:
+            return [_state(tree.build_tree(ex)) for ex in Engine().run(source)]
+
+    n = 0
+    for path in sorted((ROOT / "pcaps").glob("*.pcap")):
+        c, p = _both(lambda: trees(path), monkeypatch)   # noqa: B023 - called at once
+        assert len(c) == len(p)
+        for i, (a, b) in enumerate(zip(c, p)):
+            assert a == b, (path.name, i + 1)
+        n += len(c)
+    assert n > 500
+
+
+def _fields(body: Any, monkeypatch: pytest.MonkeyPatch, api_key: int = 1, kind: str = "response",
+            version: int = 11) -> tuple[Any, Any]:
+    from kwsniff.kafka.model import KafkaMessage
+
+    def build() -> Any:
+        msg = KafkaMessage(kind, b"\0" * 16, api_key, version, body=body)
+        b = tree._Builder(msg, "kafka", False, 256)
+        root = TreeNode("root")
+        try:
+            b.fields(root, body, "body", ())
+        except Exception as err:  # noqa: BLE001 - the same error is the expectation
+            return type(err).__name__, str(err)
+        return _state(root)
+
+    return _both(build, monkeypatch)
+
+
+class Sub(dict):
+    pass
+
+
+class Text(str):
+    pass
+
+
+ODD_BODIES: list[Any] = [
+    {},
+    {"ErrorCode": 3, "ThrottleTimeMs": 0, "SessionId": -1},
+    {"ErrorCode": 0, "Responses": []},
+    {"Responses": [{"Topic": "t", "Partitions": [{"PartitionIndex": 0, "ErrorCode": 6,
+                                                   "HighWatermark": 5}]}]},
+    {"Responses": [{"Topic": "", "TopicId": "00000000-0000-0000-0000-000000000001",
+                    "_topic_name": "named", "Partitions": []}]},
+    {"Responses": [{"Name": Text("sub"), "Partitions": [Sub(PartitionIndex=1)]}]},
+    {"A": True, "B": None, "C": 1.5, "D": b"\x00\x01", "E": b"", "F": [1, 2, 3],
+     "G": ["x", "y"], "H": [True, None], "I": 2 ** 70, "J": -0, "K": Text("t")},
+    {"Quoted": 'say "hi"', "Back": "a\\b", "Ctl": "tab\there", "Uni": "é✓", "Sur": "\ud800"},
+    {"_problems": ["p1", 2], "_unknown_tags": [(5, b"\x01")], "X": 1},
+    {"_problems": "not a list", "_unknown_tags": "odd", "X": 1},
+    {"_redacted_Password": True, "Password": "secret", "Mechanism": "PLAIN"},
+    {"_decoded_Metadata": {"schema": "ConsumerProtocolSubscription", "version": 1,
+                           "data": {"Topics": ["t"]}}, "Metadata": b"\x00\x01"},
+    {1: "int key", "X": 1},
+    {"X": 1, 2: "late int key"},
+    {"Nested": {"Inner": {"Deeper": {"ErrorCode": 7, "Name": "n"}}}},
+    {"Items": [{"ApiKey": 3, "MinVersion": 0}, {"ApiKey": 99999, "MaxVersion": 1},
+               {"NodeId": 4}, {"BrokerId": 5}, {"Index": 6}, {"Partition": True},
+               {"GroupId": "g", "MemberId": "m"}, {"Key": "k"}, {"ResourceName": ""}]},
+    {"Mixed": [{"A": 1}, 2], "Dicts": [Sub(A=1)], "Empty": [], "Tuple": ({"A": 1},)},
+    {"Acks": -1, "TimeoutMs": 30000, "TransactionalId": None},
+    {"IsolationLevel": 1, "CoordinatorType": 1, "ErrorCode": True},
+]
+
+
+@pytest.mark.parametrize("body", ODD_BODIES, ids=range(len(ODD_BODIES)))
+@pytest.mark.parametrize("api_key, kind, version", [(1, "response", 11), (0, "request", 9),
+                                                    (3, "response", 12), (9999, "request", 0)])
+def test_odd_bodies_same_as_python(body: Any, api_key: int, kind: str, version: int,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    c, p = _fields(body, monkeypatch, api_key, kind, version)
+    assert c == p
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    body = leaf
+    for i in range(depth):
+        body = {"Level": body, "N": i} if i % 2 else {"Items": [body, {"K": i}]}
+    return body
+
+
+@pytest.mark.parametrize("depth", [99, 100, 101, 150, 250])
+def test_deeper_than_the_c_code_goes(depth: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    c, p = _fields(_nested(depth, {"ErrorCode": 1}), monkeypatch)
+    assert c == p and isinstance(c, list)
+
+
+def test_too_deep_to_show_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kwsniff.kafka.model import Exchange, KafkaMessage
+    body = _nested(20_000, {"X": 1})
+    ex = Exchange(1, 0, ("127.0.0.1", 5000), ("127.0.0.1", 9092), "unanswered",
+                  request=KafkaMessage("request", b"\0" * 16, 0, 9, body=body))
+    c, p = _both(lambda: tree.build_tree(ex), monkeypatch)
+    for root in (c, p):
+        lines = list(tree.render_tree(root))
+        assert any("body nested too deeply to show" in line for line in lines)
+
+
+def test_a_value_that_changes_the_body_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    body: dict[str, Any] = {"A": 1.5, "B": 1}
+    real = tree._Builder.value
+
+    def growing(self: Any, parent: Any, key: str, value: Any, *rest: Any) -> None:
+        body["Z"] = 0
+        real(self, parent, key, value, *rest)
+
+    monkeypatch.setattr(tree._Builder, "value", growing)
+    c = _fields(body, monkeypatch)[0]
+    assert c[0] == "RuntimeError"
+
+
+def test_env_is_checked() -> None:
+    b = object()
+    root = TreeNode("r")
+    with pytest.raises(TypeError):
+        C.tree_fields(b, root, {}, "body", (), None, (), (dict, {}, None, None, None))
+    with pytest.raises(TypeError):
+        C.tree_fields(b, root, {}, "body", (), None, ())
+    with pytest.raises(AttributeError):      # a builder without kind/_schema
+        C.tree_fields(b, root, {}, "body", (), None, (), tree._FIELDS_ENV)
