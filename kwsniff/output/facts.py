@@ -283,7 +283,7 @@ class _Collector:
 class ExchangeFacts:
     """Lazily computed entities of one exchange (see the module contract)."""
 
-    __slots__ = ("exchange", "_names", "_req", "_resp", "exact")
+    __slots__ = ("exchange", "_names", "_req", "_resp", "exact", "_record_problems")
 
     def __init__(self, exchange: Exchange, names: TopicNames | None = None,
                  exact: bool = False) -> None:
@@ -292,6 +292,7 @@ class ExchangeFacts:
         self.exact = exact          # decompress legacy wrappers for exact record counts
         self._req: _Collector | None = None
         self._resp: _Collector | None = None
+        self._record_problems: int | None = None
 
     def _collect(self, msg: KafkaMessage | None, is_response: bool) -> _Collector:
         col = _Collector(self._names, is_response, self.exact)
@@ -426,11 +427,16 @@ class ExchangeFacts:
     @property
     def record_problems(self) -> int:
         """How many problems the record sets have (batch header and CRC checks, and
-        record-level ones of batches already decoded): the sum of their ``problems``."""
-        n = 0
-        for side in (self.request_side, self.response_side):
-            for _topic, _partition, records in side.sets:
-                n += records.problem_count
+        record-level ones of batches already decoded): the sum of their ``problems``,
+        counted on first use (a display filter that decodes records afterwards does not
+        change it, so the run's problem count and the summary line agree)."""
+        n = self._record_problems
+        if n is None:
+            n = 0
+            for side in (self.request_side, self.response_side):
+                for _topic, _partition, records in side.sets:
+                    n += records.problem_count
+            self._record_problems = n
         return n
 
     @property

@@ -132,3 +132,28 @@ def test_walkers_take_the_topic_name_added_next_to_a_topic_id() -> None:
             assert generic == planned, (msg.api_key, msg.kind, version, name)
             compared += 1
     assert compared > 30
+
+
+def test_record_problems_are_counted_once() -> None:
+    """The run's problem count (Selection) and the summary line read the same number,
+    even when something decodes the records in between and finds record-level ones."""
+    from fuzz import wire
+    from kwsniff.kafka.model import Exchange, KafkaMessage
+    from kwsniff.kafka.records import Records
+    good = wire.v2_record(0, b"k", b"v")
+    bad = good[:4] + wire.varint(100) + good[5:]        # a key claimed past the record
+    data = wire.v2_batch([good, bad])
+    body = {"TopicData": [{"Name": "t", "PartitionData": [{"Index": 0,
+                                                          "Records": Records(data)}]}]}
+
+    def facts() -> ExchangeFacts:
+        msg = KafkaMessage("request", b"\0" * 16, 0, 9, body=body)
+        return ExchangeFacts(Exchange(1, 0, ("a", 1), ("b", 2), "paired", request=msg))
+
+    first = facts()
+    assert first.record_problems == 0                   # batch header and CRC are fine
+    records = body["TopicData"][0]["PartitionData"][0]["Records"]
+    list(records.iter_records())                         # record-level problems appear
+    assert records.problem_count > 0
+    assert first.record_problems == 0                    # counted once
+    assert facts().record_problems == records.problem_count
