@@ -11,11 +11,6 @@ import pytest
 
 from kwsniff.plugin_api import PluginManager
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).resolve().parent / "data"
-CAPTURE = ROOT / "pcaps" / "plugins-avro-protobuf-json.pcap"
-MANIFEST = CAPTURE.with_suffix(".json")
-CONFIG = DATA / "plugins.toml"
 
 
 class Reports(list):

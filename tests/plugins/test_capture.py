@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CAPTURE, CONFIG, DATA, MANIFEST
+from plugin_common import CAPTURE, CONFIG, DATA, MANIFEST
 
 from kwsniff.capture import open_capture
 from kwsniff.cli import main

@@ -6,7 +6,7 @@ import re
 import struct
 from pathlib import Path
 
-from conftest import ROOT
+from plugin_common import ROOT
 
 from kwsniff.kafka import payload
 from kwsniff.kafka.protocol import decode_request, decode_response

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CAPTURE
+from plugin_common import CAPTURE
 
 from kwsniff.capture import open_capture
 from kwsniff.engine import Engine, EngineOptions

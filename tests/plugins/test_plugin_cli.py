@@ -4,7 +4,7 @@ for its run; option mistakes are one-line user errors."""
 from __future__ import annotations
 
 import pytest
-from conftest import CAPTURE, CONFIG
+from plugin_common import CAPTURE, CONFIG
 
 from kwsniff.cli import main
 from kwsniff.kafka import payload

@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from plugin_common import DATA
 
 from kwsniff.kafka import payload
 from kwsniff.plugin_api import KafkaReader, PluginManager, TopicMap, TruncatedError, \

@@ -15,8 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROOT = Path(__file__).resolve().parents[2]
-PCAPS = ROOT / "pcaps"
+from spark_common import PCAPS  # noqa: E402 - after the sys.path insert above
 
 
 def capture_names() -> list[str]:

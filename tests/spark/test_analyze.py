@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import pytest
 import reference as ref
-from conftest import PCAPS
+from spark_common import PCAPS
 
 pytestmark = pytest.mark.spark
 

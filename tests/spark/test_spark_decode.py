@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pcapsplit
 import pytest
-from conftest import PCAPS
+from spark_common import PCAPS
 
 pytestmark = pytest.mark.spark
 

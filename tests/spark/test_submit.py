@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from spark_common import ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

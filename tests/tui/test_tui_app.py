@@ -24,7 +24,7 @@ from kwsniff.tui.screens.help import HelpScreen
 from kwsniff.tui.screens.stats import StatsScreen, latency_table, rate_chart
 from kwsniff.tui.widgets.hexview import hex_x, offset_width
 
-from conftest import SAMPLE, reference
+from tui_common import SAMPLE, reference
 
 SIZE = (160, 50)
 

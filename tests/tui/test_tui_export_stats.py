@@ -15,7 +15,7 @@ from kwsniff.tui.export import export_rows
 from kwsniff.tui.loader import Loader
 from kwsniff.tui.statistics import compute
 
-from conftest import SAMPLE, reference
+from tui_common import SAMPLE, reference
 
 
 def test_export_rows_is_the_export_command_output(sample_loader: Loader,

@@ -17,7 +17,7 @@ from kwsniff.tui.loader import Loader
 from kwsniff.tui.rowfacts import FAST_FIELDS, RowFacts, is_fast, make_matcher
 from kwsniff.tui.store import ExchangeStore
 
-from conftest import ALL_PCAPS, SAMPLE, load_in_process, reference
+from tui_common import ALL_PCAPS, SAMPLE, load_in_process, reference
 
 
 def test_rows_match_the_decoded_exchanges(sample_loader: Loader) -> None:
