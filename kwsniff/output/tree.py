@@ -60,7 +60,8 @@ _NEW_LIST: Any = object()     # "no children given": a new empty list
 
 class PyNodeBase:
     """The storage and constructor of :class:`TreeNode` in Python (the accelerator's
-    ``NodeBase`` is its twin: the same attributes, defaults and argument errors)."""
+    ``NodeBase`` is its twin: the same attributes and defaults; a TypeError for the same
+    bad arguments)."""
 
     __slots__ = ("label", "value", "children", "start", "length", "message", "about",
                  "path", "style")
@@ -80,7 +81,7 @@ class PyNodeBase:
         self.style = style            # "error" / "warn" for colouring
 
 
-#: the accelerator's node storage (a C constructor: nodes are made ~4x faster)
+#: the accelerator's node storage (a C constructor: nodes are made ~3x faster)
 _NodeBase: Any = _speedups.NodeBase if _speedups is not None else PyNodeBase
 
 
