@@ -1,8 +1,9 @@
 """Time linear in input size, memory flat in capture size.
 
 Time: the CPU time of an input of size 2N is at most RATIO times that of size N (best of
-five runs each, alternating; a quadratic algorithm gives 4). Memory: tracemalloc's peak while streaming
-2N connections, exchanges or requests is at most MEM_RATIO times the peak for N.
+five runs each, alternating, then of ten more before failing; a quadratic algorithm gives
+4). Memory: tracemalloc's peak while streaming 2N connections, exchanges or requests is
+at most MEM_RATIO times the peak for N.
 """
 
 from __future__ import annotations
@@ -25,16 +26,17 @@ MEM_RATIO = 1.5
 
 
 def cpu(fn: Callable[[], object]) -> float:
-    """CPU time of one ``fn()`` call, after a full collection and with the cyclic GC
-    paused: a collection's cost depends on everything the test session has kept alive,
-    not on the input (one landing in the larger run failed a CI run at 3.4x for sizes
-    measured at 2.0x alone)."""
+    """CPU time of this thread for one ``fn()`` call, after a full collection and with
+    the cyclic GC paused: a collection's cost depends on everything the test session
+    has kept alive, not on the input (one landing in the larger run failed a CI run at
+    3.4x for sizes measured at 2.0x alone); the thread's own time, because threads that
+    earlier tests left running (client libraries' C threads) count in the process's."""
     gc.collect()
     gc.disable()
     try:
-        t = time.process_time()
+        t = time.thread_time()
         fn()
-        return time.process_time() - t
+        return time.thread_time() - t
     finally:
         gc.enable()
 
@@ -51,9 +53,12 @@ def assert_linear(make: Callable[[int], object], run: Callable[[object], object]
     small, large = make(n), make(2 * n)
     run(small)                                      # warm caches
     t1 = t2 = float("inf")
-    for _ in range(rounds):
-        t1 = min(t1, cpu(lambda: run(small)))
-        t2 = min(t2, cpu(lambda: run(large)))
+    for attempt in range(2):    # a second, longer look before failing (CI once measured
+        for _ in range(rounds * (attempt + 1)):   # 3.0-3.2x for sizes that give 2.0x alone)
+            t1 = min(t1, cpu(lambda: run(small)))
+            t2 = min(t2, cpu(lambda: run(large)))
+        if t2 <= RATIO * max(t1, 0.005):
+            return
     assert t2 <= RATIO * max(t1, 0.005), f"size {n}: {t1:.3f} s, size {2 * n}: {t2:.3f} s"
 
 
