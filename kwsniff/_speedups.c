@@ -17,6 +17,8 @@
  *  plain_lines   the lines of an uncoloured -V tree (kwsniff.output.tree._plain_lines)
  *  NodeBase      the storage and constructor of kwsniff.output.tree.TreeNode (the Python
  *                class PyNodeBase there is its twin)
+ *  tree_batch    kwsniff.output.tree._Builder.batch/.record for magic-2 batches when no
+ *                payload decoder is registered (other batches and odd records: Python)
  *  tree_fields   kwsniff.output.tree._Builder.fields without byte spans (strings, ints,
  *                structs and arrays of structs here; other values through the builder's
  *                Python methods). The one allowed difference: a body nested thousands of
@@ -35,7 +37,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 7
+#define SPEEDUPS_VERSION 8
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -632,11 +634,112 @@ static inline int pv_control(unsigned char c) {
     return (c < 0x20 && c != 0x09 && c != 0x0A && c != 0x0D) || c == 0x7F;
 }
 
+/* Canonical compact JSON: printable ASCII without whitespace or backslashes, integers
+ * in their shortest form, no duplicate keys, nested at most PJ_MAX_DEPTH levels, at most
+ * PJ_MAX_KEYS keys per object: exactly the text json.dumps(json.loads(text),
+ * ensure_ascii=False, separators=(",", ":")) gives back. */
+#define PJ_MAX_DEPTH 64
+#define PJ_MAX_KEYS 32
+#define PJ_MAX_DIGITS 1000
+
+/* a string at p[*i] ('"' ... '"', no backslash): 1 and *i after it, or 0 */
+static int pj_string(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i) {
+    Py_ssize_t k = *i + 1;
+    while (k < n && p[k] != '"') {
+        if (p[k] == '\\')
+            return 0;
+        k++;
+    }
+    if (k >= n)
+        return 0;
+    *i = k + 1;
+    return 1;
+}
+
+static int pj_value(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, int depth) {
+    if (*i >= n)
+        return 0;
+    unsigned char c = p[*i];
+    if (c == '"')
+        return pj_string(p, n, i);
+    if (c == '{' || c == '[') {
+        if (depth >= PJ_MAX_DEPTH)
+            return 0;
+        unsigned char close = c == '{' ? '}' : ']';
+        Py_ssize_t keys[PJ_MAX_KEYS][2];
+        int nkeys = 0;
+        (*i)++;
+        if (*i < n && p[*i] == close) {
+            (*i)++;
+            return 1;
+        }
+        for (;;) {
+            if (c == '{') {
+                Py_ssize_t k0 = *i;
+                if (*i >= n || p[*i] != '"' || !pj_string(p, n, i) || nkeys == PJ_MAX_KEYS)
+                    return 0;
+                Py_ssize_t klen = *i - k0;
+                for (int j = 0; j < nkeys; j++)      /* a duplicate key: json.loads merges */
+                    if (keys[j][1] == klen && memcmp(p + keys[j][0], p + k0, (size_t)klen) == 0)
+                        return 0;
+                keys[nkeys][0] = k0;
+                keys[nkeys][1] = klen;
+                nkeys++;
+                if (*i >= n || p[*i] != ':')
+                    return 0;
+                (*i)++;
+            }
+            if (!pj_value(p, n, i, depth + 1) || *i >= n)
+                return 0;
+            if (p[*i] == close) {
+                (*i)++;
+                return 1;
+            }
+            if (p[*i] != ',')
+                return 0;
+            (*i)++;
+        }
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        Py_ssize_t k = *i + (c == '-');
+        Py_ssize_t d0 = k;
+        while (k < n && p[k] >= '0' && p[k] <= '9')
+            k++;
+        Py_ssize_t digits = k - d0;
+        if (digits == 0 || digits > PJ_MAX_DIGITS || (digits > 1 && p[d0] == '0')
+                || (c == '-' && digits == 1 && p[d0] == '0'))      /* -0 prints as 0 */
+            return 0;
+        if (k < n && (p[k] == '.' || p[k] == 'e' || p[k] == 'E'))
+            return 0;                                /* floats: repr decides */
+        *i = k;
+        return 1;
+    }
+    static const char *lits[3] = {"true", "false", "null"};
+    for (int j = 0; j < 3; j++) {
+        size_t len = strlen(lits[j]);
+        if ((size_t)(n - *i) >= len && memcmp(p + *i, lits[j], len) == 0) {
+            *i += (Py_ssize_t)len;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* whether p[0:n] (printable ASCII) is canonical compact JSON (an object or array) */
+static int pj_canonical(const unsigned char *p, Py_ssize_t n) {
+    if (n == 0 || (p[0] != '{' && p[0] != '['))
+        return 0;
+    Py_ssize_t i = 0;
+    return pj_value(p, n, &i, 0) && i == n;
+}
+
 PyDoc_STRVAR(payload_view_doc,
 "payload_view(data, limit) -> str or None\n\n"
 "kwsniff.output.tree._builtin_text(data, limit) for non-empty bytes data shown as hex\n"
-"(it has a control byte) or as plain text (printable ASCII without quote or backslash,\n"
-"not starting like JSON); None for anything else (the Python code decides).");
+"(it has a control byte), as plain text (printable ASCII without quote or backslash,\n"
+"not starting like JSON) or as JSON that is already in the compact form json.dumps\n"
+"gives (printable ASCII, no whitespace, no backslash, integers only, no duplicate keys,\n"
+"shown as it is); None for anything else (the Python code decides).");
 
 static PyObject *payload_view(PyObject *self, PyObject *args) {
     PyObject *data, *limit_obj;
@@ -658,16 +761,19 @@ static PyObject *payload_view(PyObject *self, PyObject *args) {
     Py_ssize_t n = PyBytes_GET_SIZE(data);
     if (n == 0)
         Py_RETURN_NONE;
-    int control = 0, plain = 1;
+    int control = 0, plain = 1, ascii = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = p[i];
         if (pv_control(c)) {
             control = 1;
             break;
         }
-        if (c < 0x20 || c > 0x7E || c == '"' || c == '\\')
+        if (c < 0x20 || c > 0x7E)
+            plain = ascii = 0;
+        else if (c == '"' || c == '\\')
             plain = 0;
     }
+    int json = !control && ascii && pj_canonical(p, n);
     /* the text before the " (N bytes)" suffix, built in buf (ASCII), then maybe "…" */
     Py_ssize_t cap;     /* the text, "..." and 48 bytes for "…" and the size suffix */
     char *buf;
@@ -698,6 +804,14 @@ static PyObject *payload_view(PyObject *self, PyObject *args) {
             memcpy(buf + len, "...", 3);
             len += 3;
         }
+    } else if (json) {
+        /* json.dumps(json.loads(text)) is the text itself */
+        cap = n + 48;
+        buf = PyMem_Malloc((size_t)cap);
+        if (buf == NULL)
+            return PyErr_NoMemory();
+        memcpy(buf, p, (size_t)n);
+        len = n;
     } else if (plain) {
         Py_ssize_t q = 0;
         while (q < n && p[q] == ' ')
@@ -879,6 +993,13 @@ static int pl_printable(PyObject *s);
 
 static PyObject *s_known, *s_learn, *s_value_m, *s_unknown_tags, *s_fields_py;
 static PyObject *s_topic_name, *s_problem, *s_warn;
+static PyObject *s_null, *s_true, *s_false, *s_empty_list, *s_no_error;
+
+/* an exact int equal to 0 */
+static int _PyLong_IsZero_(PyObject *v) {
+    int overflow = 0;
+    return PyLong_AsLongLongAndOverflow(v, &overflow) == 0 && !overflow && !PyErr_Occurred();
+}
 static PyObject *hint_str_keys[8], *hint_int_keys[6], *s_api_key;
 
 /* a new node of env->node_tp: TreeNode(label, value, [], None, None, message, about,
@@ -1099,6 +1220,14 @@ static int tf_field(TreeEnv *env, PyObject *parent, PyObject *obj, PyObject *key
             else if (name == NULL && PyErr_Occurred())
                 Py_CLEAR(text);
         }
+    } else if (!meta && (value == Py_None || PyBool_Check(value)
+                         || (PyList_CheckExact(value) && PyList_GET_SIZE(value) == 0)
+                         || (PyLong_CheckExact(value) && is_error && _PyLong_IsZero_(value)))
+               && !tf_is(key, "TopicId")) {
+        /* what _Builder.value shows of null, a bool, an empty list, error code 0 */
+        text = Py_NewRef(value == Py_None ? s_null : value == Py_True ? s_true
+                         : value == Py_False ? s_false : PyList_Check(value) ? s_empty_list
+                         : s_no_error);
     } else if (!meta && PyLong_CheckExact(value) && !is_error) {    /* an int field */
         PyObject *label = Py_NewRef(Py_None);
         if (enm != Py_None) {
@@ -1231,7 +1360,8 @@ PyDoc_STRVAR(tree_fields_doc,
 "tree_fields(builder, parent, obj, section, path, struct_info, names, env) -> None\n\n"
 "kwsniff.output.tree._Builder.fields for a builder without byte spans: the nodes of the\n"
 "fields of obj appended to parent. env is (TreeNode, _KNOWN, enum_label, _quote,\n"
-"api_label). Strings, ints, structs and arrays of structs are made here; every other\n"
+"api_label). Strings, ints, null, bools, empty lists, error code 0, structs and arrays\n"
+"of structs are made here (a TopicId that is not a string excepted); every other\n"
 "value goes to builder.value(), _unknown_tags to builder.unknown_tags(), unknown field\n"
 "metadata to builder._learn(), a dict that is not plain (or deeper than 100 levels) to\n"
 "builder._fields_py().");
@@ -1264,6 +1394,545 @@ static PyObject *tree_fields(PyObject *self, PyObject *const *args, Py_ssize_t n
         tf_fields(&env, args[1], args[2], args[3], args[4], args[5], args[6], 0);
     Py_XDECREF(env.kind);
     Py_XDECREF(env.schema);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------- tree batches */
+
+/* interned names: attributes of Batch/Record, labels and fixed texts of their nodes */
+enum {
+    TB_KIND, TB_START, TB_LENGTH, TB_AVAILABLE, TB_TRUNCATED, TB_MAGIC, TB_BASE_OFFSET,
+    TB_PLE, TB_CRC, TB_ATTRIBUTES, TB_LOD, TB_BASE_TS, TB_MAX_TS, TB_PRODUCER_ID,
+    TB_PRODUCER_EPOCH, TB_BASE_SEQUENCE, TB_DECLARED, TB_CRC_OK, TB_RECORDS, TB_CSIZE,
+    TB_DSIZE, TB_FRAMING, TB_PROBLEMS, TB_OFFSET, TB_TIMESTAMP, TB_KEY, TB_VALUE,
+    TB_HEADERS, TB_SIZE, TB_CONTROL, TB_KEY_DECODED, TB_VALUE_DECODED, TB_RECORD_M,
+    L_BASE_OFFSET, L_BATCH_LENGTH, L_PLE, L_MAGIC, L_CRC, L_ATTRIBUTES, L_LOD, L_BASE_TS,
+    L_MAX_TS, L_PRODUCER_ID, L_PRODUCER_EPOCH, L_BASE_SEQUENCE, L_RECORD_COUNT,
+    L_COMPRESSED, L_OFFSET, L_TIMESTAMP, L_KEY, L_VALUE, L_HEADERS, T_V2, T_NULL, T_ERROR,
+    T_RECORDS, T_SEP, TB_NAMES
+};
+static const char *tb_texts[TB_NAMES] = {
+    "kind", "start", "length", "available", "truncated", "magic", "base_offset",
+    "partition_leader_epoch", "crc", "attributes", "last_offset_delta", "base_timestamp",
+    "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "declared_count",
+    "crc_ok", "records", "compressed_size", "decompressed_size", "framing", "problems",
+    "offset", "timestamp", "key", "value", "headers", "size", "control", "key_decoded",
+    "value_decoded", "record",
+    "BaseOffset", "BatchLength", "PartitionLeaderEpoch", "Magic", "CRC", "Attributes",
+    "LastOffsetDelta", "BaseTimestamp", "MaxTimestamp", "ProducerId", "ProducerEpoch",
+    "BaseSequence", "RecordCount", "Compressed", "Offset", "Timestamp", "Key", "Value",
+    "Headers", "v2", "null", "error", "records", ", "};
+static PyObject *tb[TB_NAMES];
+
+/* What tree_batch works with (see tree_batch_doc); references borrowed. */
+typedef struct {
+    PyObject *b, *records, *base, *kind, *limit;
+    PyObject *format_ms, *view, *quote, *codec_names, *codec_name;
+    PyTypeObject *node_tp;
+} BatchEnv;
+
+/* TreeNode(label, value, children, start, length, message, None, path, style) without
+ * running a constructor; children NULL: a new list (all references borrowed) */
+static PyObject *tb_node(PyTypeObject *tp, PyObject *label, PyObject *value,
+                         PyObject *children, PyObject *start, PyObject *length,
+                         PyObject *message, PyObject *path, PyObject *style) {
+    PyObject *kids = children ? Py_NewRef(children) : PyList_New(0);
+    if (kids == NULL)
+        return NULL;
+    NodeObject *n = (NodeObject *)tp->tp_alloc(tp, 0);
+    if (n == NULL) {
+        Py_DECREF(kids);
+        return NULL;
+    }
+    n->label = Py_NewRef(label);
+    n->value = Py_NewRef(value);
+    n->children = kids;
+    n->start = Py_NewRef(start);
+    n->length = Py_NewRef(length);
+    n->message = Py_NewRef(message);
+    n->about = Py_NewRef(Py_None);
+    n->path = Py_NewRef(path);
+    n->style = Py_NewRef(style);
+    return (PyObject *)n;
+}
+
+/* kids.append(TreeNode(label, text)) with message/style (kids: a node's children list);
+ * text is stolen (NULL: error) */
+static int tb_add(BatchEnv *env, PyObject *kids, PyObject *label, PyObject *text,
+                  PyObject *message, PyObject *style) {
+    if (text == NULL)
+        return -1;
+    PyObject *node = tb_node(env->node_tp, label, text, NULL, Py_None, Py_None, message,
+                             empty_tuple, style);
+    Py_DECREF(text);
+    if (node == NULL)
+        return -1;
+    int rc = PyList_Append(kids, node);
+    Py_DECREF(node);
+    return rc;
+}
+
+/* "null" for None, else str(v) (a new reference) */
+static PyObject *tb_text(PyObject *v) {
+    return v == Py_None ? Py_NewRef(tb[T_NULL]) : PyObject_Str(v);
+}
+
+/* _format_ms(v) of tree.py for a timestamp row ("null" for None) */
+static PyObject *tb_ms(BatchEnv *env, PyObject *v) {
+    return v == Py_None ? Py_NewRef(tb[T_NULL]) : PyObject_CallOneArg(env->format_ms, v);
+}
+
+/* Batch.codec_name for attributes (None: codec 0) */
+static PyObject *tb_codec(BatchEnv *env, PyObject *attributes) {
+    long codec = attributes == Py_None ? 0 : PyLong_AsLong(attributes) & 0x07;
+    PyObject *key = PyLong_FromLong(codec);
+    if (key == NULL)
+        return NULL;
+    PyObject *name = PyDict_GetItemWithError(env->codec_names, key);
+    if (name != NULL)
+        Py_INCREF(name);
+    else if (!PyErr_Occurred())
+        name = PyObject_CallOneArg(env->codec_name, key);
+    Py_DECREF(key);
+    return name;
+}
+
+/* an int in [0, max] (1), anything else (0) */
+static int tb_uint(PyObject *v, unsigned long long max) {
+    if (!PyLong_CheckExact(v))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    return !overflow && x >= 0 && (unsigned long long)x <= max;
+}
+
+/* whether the C code makes this record's nodes: no control data, no decoded key/value,
+ * headers a list of (key, value) tuples, crc None or 32 bits (1 yes, 0 no, -1 error) */
+static int tb_record_plain(PyObject *r) {
+    static const int none[3] = {TB_CONTROL, TB_KEY_DECODED, TB_VALUE_DECODED};
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyObject_GetAttr(r, tb[none[i]]);
+        if (v == NULL)
+            return -1;
+        Py_DECREF(v);
+        if (v != Py_None)
+            return 0;
+    }
+    PyObject *h = PyObject_GetAttr(r, tb[TB_HEADERS]);
+    if (h == NULL)
+        return -1;
+    int ok = h == Py_None || PyList_CheckExact(h);
+    if (ok && h != Py_None)
+        for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(h); i++) {
+            PyObject *e = PyList_GET_ITEM(h, i);
+            ok = PyTuple_CheckExact(e) && PyTuple_GET_SIZE(e) == 2;
+        }
+    Py_DECREF(h);
+    if (!ok)
+        return 0;
+    PyObject *crc = PyObject_GetAttr(r, tb[TB_CRC]);
+    if (crc == NULL)
+        return -1;
+    ok = crc == Py_None || tb_uint(crc, 0xFFFFFFFFULL);
+    Py_DECREF(crc);
+    return ok;
+}
+
+/* Problem nodes of the texts in seq appended to kids (None: none) */
+static int tb_problems(BatchEnv *env, PyObject *kids, PyObject *seq) {
+    if (seq == Py_None)
+        return 0;
+    PyObject *fast = PySequence_Fast(seq, "problems are not a sequence");
+    if (fast == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(fast); i++)
+        rc = tb_add(env, kids, s_problem, PyObject_Str(PySequence_Fast_GET_ITEM(fast, i)),
+                    Py_None, s_warn);
+    Py_DECREF(fast);
+    return rc;
+}
+
+/* _quote(text) of tree.py (tf_quote with this env) */
+static PyObject *tb_quote(BatchEnv *env, PyObject *text) {
+    if (PyUnicode_CheckExact(text) && pl_printable(text)
+            && PyUnicode_FindChar(text, '"', 0, PyUnicode_GET_LENGTH(text), 1) == -1
+            && PyUnicode_FindChar(text, '\\', 0, PyUnicode_GET_LENGTH(text), 1) == -1)
+        return PyUnicode_FromFormat("\"%U\"", text);
+    return PyObject_CallOneArg(env->quote, text);
+}
+
+/* _view(data, value_chars) of tree.py */
+static PyObject *tb_view(BatchEnv *env, PyObject *data) {
+    PyObject *args[2] = {data, env->limit};
+    return PyObject_Vectorcall(env->view, args, 2, NULL);
+}
+
+/* _Builder.record for a record tb_record_plain accepted: 0 done, -1 error */
+static int tb_record(BatchEnv *env, PyObject *parent, Py_ssize_t index, PyObject *r) {
+    PyObject *offset = NULL, *kids = NULL, *node = NULL, *start = NULL, *length = NULL;
+    PyObject *v = NULL, *label = NULL, *text = NULL, *hkids = NULL, *ok = NULL;
+    int rc = -1;
+    if ((offset = PyObject_GetAttr(r, tb[TB_OFFSET])) == NULL
+            || (kids = PyList_New(0)) == NULL
+            || tb_add(env, kids, tb[L_OFFSET], PyObject_Str(offset), Py_None, Py_None) < 0)
+        goto done;
+    start = Py_NewRef(Py_None);
+    length = Py_NewRef(Py_None);
+    if (env->base != Py_None) {          /* in place: base is not None and r.start >= 0 */
+        PyObject *rs = PyObject_GetAttr(r, tb[TB_START]);
+        PyObject *zero = rs ? PyLong_FromLong(0) : NULL;
+        int in_place = zero ? PyObject_RichCompareBool(rs, zero, Py_GE) : -1;
+        Py_XDECREF(zero);
+        if (in_place > 0) {
+            Py_SETREF(start, PyNumber_Add(env->base, rs));
+            Py_SETREF(length, start ? PyObject_GetAttr(r, tb[TB_SIZE]) : NULL);
+        }
+        Py_XDECREF(rs);
+        if (in_place < 0 || length == NULL)
+            goto done;
+    }
+    label = PyUnicode_FromFormat("Record %zd", index);
+    text = label ? PyUnicode_FromFormat("offset %S", offset) : NULL;
+    node = text ? tb_node(env->node_tp, label, text, kids, start, length, env->kind,
+                          empty_tuple, Py_None) : NULL;
+    if (node == NULL)
+        goto done;
+    Py_INCREF(node);
+    if (tf_add(parent, node) < 0)
+        goto done;
+    /* kids is the node's children list: appending to it is node.add */
+    if ((v = PyObject_GetAttr(r, tb[TB_TIMESTAMP])) == NULL)
+        goto done;
+    if (v != Py_None
+            && tb_add(env, kids, tb[L_TIMESTAMP], PyObject_CallOneArg(env->format_ms, v),
+                      Py_None, Py_None) < 0)
+        goto done;
+    for (int i = 0; i < 2; i++) {
+        Py_SETREF(v, PyObject_GetAttr(r, tb[i ? TB_VALUE : TB_KEY]));
+        if (v == NULL || tb_add(env, kids, tb[i ? L_VALUE : L_KEY], tb_view(env, v),
+                                Py_None, Py_None) < 0)
+            goto done;
+    }
+    Py_SETREF(v, PyObject_GetAttr(r, tb[TB_HEADERS]));
+    if (v == NULL)
+        goto done;
+    if (v != Py_None && PyList_CheckExact(v) && PyList_GET_SIZE(v)) {
+        if ((hkids = PyList_New(0)) == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+            PyObject *pair = Py_NewRef(PyList_GET_ITEM(v, i));   /* (checked: a 2-tuple) */
+            PyObject *hk = tb_quote(env, PyTuple_GET_ITEM(pair, 0));
+            int hr = hk ? tb_add(env, hkids, hk, tb_view(env, PyTuple_GET_ITEM(pair, 1)),
+                                 Py_None, Py_None) : -1;
+            Py_XDECREF(hk);
+            Py_DECREF(pair);
+            if (hr < 0)
+                goto done;
+        }
+        Py_SETREF(text, PyUnicode_FromFormat("%zd", PyList_GET_SIZE(v)));
+        if (text == NULL)
+            goto done;
+        PyObject *h = tb_node(env->node_tp, tb[L_HEADERS], text, hkids, Py_None, Py_None,
+                              Py_None, empty_tuple, Py_None);
+        int hr = h ? PyList_Append(kids, h) : -1;
+        Py_XDECREF(h);
+        if (hr < 0)
+            goto done;
+    }
+    Py_SETREF(v, PyObject_GetAttr(r, tb[TB_CRC]));
+    if (v == NULL)
+        goto done;
+    if (v != Py_None) {
+        if ((ok = PyObject_GetAttr(r, tb[TB_CRC_OK])) == NULL)
+            goto done;
+        int good = PyObject_IsTrue(ok);
+        if (good < 0)
+            goto done;
+        char buf[40];
+        snprintf(buf, sizeof buf, "0x%08llx%s", (unsigned long long)PyLong_AsLongLong(v),
+                 good ? " (ok)" : " (MISMATCH)");
+        if (tb_add(env, kids, tb[L_CRC], PyUnicode_FromString(buf), Py_None,
+                   good ? Py_None : tb[T_ERROR]) < 0)
+            goto done;
+    }
+    Py_SETREF(v, PyObject_GetAttr(r, tb[TB_PROBLEMS]));
+    if (v == NULL)
+        goto done;
+    int some = PyObject_IsTrue(v);            /* r.problems or () */
+    if (some < 0 || (some && tb_problems(env, kids, v) < 0))
+        goto done;
+    rc = 0;
+done:
+    Py_XDECREF(offset);
+    Py_XDECREF(kids);
+    Py_XDECREF(node);
+    Py_XDECREF(start);
+    Py_XDECREF(length);
+    Py_XDECREF(v);
+    Py_XDECREF(label);
+    Py_XDECREF(text);
+    Py_XDECREF(hkids);
+    Py_XDECREF(ok);
+    return rc;
+}
+
+/* the attributes node's text: 0x%04x (compression ..., <timestamp type>, ...) */
+static PyObject *tb_attributes(PyObject *attributes, PyObject *magic,
+                               PyObject *codec) {
+    long a = PyLong_AsLong(attributes);
+    int magic0 = 0;
+    if (PyLong_Check(magic)) {
+        PyObject *zero = PyLong_FromLong(0);
+        magic0 = zero ? PyObject_RichCompareBool(magic, zero, Py_EQ) : -1;
+        Py_XDECREF(zero);
+        if (magic0 < 0)
+            return NULL;
+    }
+    char head[16];
+    snprintf(head, sizeof head, "0x%04lx (", a);
+    return PyUnicode_FromFormat("%scompression %U%s%s%s)", head, codec,
+                                magic0 ? "" : (a >> 3) & 1 ? ", LogAppendTime" : ", CreateTime",
+                                a & 0x10 ? ", transactional" : "", a & 0x20 ? ", control" : "");
+}
+
+/* _Builder.batch for a magic-2 batch: 0 done, -1 error */
+static int tb_batch(BatchEnv *env, PyObject *parent, PyObject *index, PyObject *b,
+                    PyObject *path, PyObject **v) {
+    enum { BO, LOD, CNT, MAG, TRN, ST, AV, LEN, PLE, ATT, CRC, NV };
+    static const int names[NV] = {TB_BASE_OFFSET, TB_LOD, TB_DECLARED, TB_MAGIC,
+                                  TB_TRUNCATED, TB_START, TB_AVAILABLE, TB_LENGTH, TB_PLE,
+                                  TB_ATTRIBUTES, TB_CRC};
+    for (int i = 0; i < NV; i++)
+        if ((v[i] = PyObject_GetAttr(b, tb[names[i]])) == NULL)
+            return -1;
+    PyObject *attrs = v[ATT];
+    long a = attrs == Py_None ? 0 : PyLong_AsLong(attrs);
+    int rc = -1, truncated = PyObject_IsTrue(v[TRN]);
+    PyObject *last = NULL, *desc = NULL, *text = NULL, *label = NULL, *npath = NULL;
+    PyObject *start = NULL, *length = NULL, *node = NULL, *codec = NULL, *ok = NULL;
+    PyObject *recs = NULL, *more = NULL, *one = NULL, *kids = NULL;
+    if (truncated < 0)
+        goto done;
+    /* the batch line: offsets, record count, magic, codec, flags */
+    if (v[BO] == Py_None || v[LOD] == Py_None)
+        last = Py_NewRef(Py_None);
+    else if ((last = PyNumber_Add(v[BO], v[LOD])) == NULL)
+        goto done;
+    int range = last != Py_None ? PyObject_RichCompareBool(last, v[BO], Py_NE) : 0;
+    if (range < 0 || (one = PyLong_FromLong(1)) == NULL)
+        goto done;
+    int single = v[CNT] == Py_None ? 0 : PyObject_RichCompareBool(v[CNT], one, Py_EQ);
+    if (single < 0)
+        goto done;
+    desc = range ? PyUnicode_FromFormat("offsets %S-%S", v[BO], last)
+                 : PyUnicode_FromFormat("offset %S", v[BO]);
+    if (desc == NULL)
+        goto done;
+    text = v[CNT] == Py_None ? PyUnicode_FromString("?") : PyObject_Str(v[CNT]);
+    if (text == NULL || (codec = tb_codec(env, attrs)) == NULL)
+        goto done;
+    Py_SETREF(desc, PyUnicode_FromFormat("%U, %U record%s, magic %S%s%U%s%s%s", desc, text,
+                                         single ? "" : "s", v[MAG],
+                                         attrs != Py_None ? ", " : "",
+                                         attrs != Py_None ? codec : empty_str,
+                                         attrs != Py_None && (a & 0x10) ? ", transactional" : "",
+                                         attrs != Py_None && (a & 0x20) ? ", control" : "",
+                                         truncated ? ", truncated" : ""));
+    label = desc ? PyUnicode_FromFormat("Batch %S", index) : NULL;
+    npath = label ? tf_extend(tb[T_RECORDS], path, index) : NULL;
+    if (npath == NULL)
+        goto done;
+    if (env->base == Py_None) {
+        start = Py_NewRef(Py_None);
+        length = Py_NewRef(Py_None);
+    } else if ((start = PyNumber_Add(env->base, v[ST])) == NULL)
+        goto done;
+    else
+        length = Py_NewRef(v[AV]);
+    node = tb_node(env->node_tp, label, desc, NULL, start, length, env->kind, npath, Py_None);
+    if (node == NULL)
+        goto done;
+    Py_INCREF(node);
+    if (tf_add(parent, node) < 0)
+        goto done;
+    kids = Py_NewRef(((NodeObject *)node)->children);
+    /* the CRC (verified now) */
+    if ((ok = PyObject_GetAttr(b, tb[TB_CRC_OK])) == NULL)
+        goto done;
+    int good = PyObject_IsTrue(ok);
+    if (good < 0)
+        goto done;
+    PyObject *crc_text;
+    if (v[CRC] == Py_None)
+        crc_text = Py_NewRef(tb[T_NULL]);
+    else {
+        char buf[64];
+        snprintf(buf, sizeof buf, "0x%08llx%s", (unsigned long long)PyLong_AsLongLong(v[CRC]),
+                 good ? " (ok)" : ok == Py_False ? " (MISMATCH)" : " (not checked: truncated)");
+        crc_text = PyUnicode_FromString(buf);
+    }
+    if (tb_add(env, kids, tb[L_CRC], crc_text, env->kind,
+               ok == Py_False ? tb[T_ERROR] : Py_None) < 0)
+        goto done;
+    const int rows[4][2] = {{L_BASE_OFFSET, BO}, {L_BATCH_LENGTH, LEN}, {L_PLE, PLE},
+                            {L_MAGIC, MAG}};
+    for (int i = 0; i < 4; i++)
+        if (tb_add(env, kids, tb[rows[i][0]], tb_text(v[rows[i][1]]), env->kind, Py_None) < 0)
+            goto done;
+    if (attrs != Py_None
+            && tb_add(env, kids, tb[L_ATTRIBUTES], tb_attributes(attrs, v[MAG], codec),
+                      env->kind, Py_None) < 0)
+        goto done;
+    /* the rest of the v2 header (timestamps formatted) */
+    static const int more_names[5] = {TB_BASE_TS, TB_MAX_TS, TB_PRODUCER_ID,
+                                      TB_PRODUCER_EPOCH, TB_BASE_SEQUENCE};
+    static const int more_labels[5] = {L_BASE_TS, L_MAX_TS, L_PRODUCER_ID, L_PRODUCER_EPOCH,
+                                       L_BASE_SEQUENCE};
+    if (tb_add(env, kids, tb[L_LOD], tb_text(v[LOD]), env->kind, Py_None) < 0)
+        goto done;
+    for (int i = 0; i < 5; i++) {
+        Py_XSETREF(more, PyObject_GetAttr(b, tb[more_names[i]]));
+        if (more == NULL || tb_add(env, kids, tb[more_labels[i]],
+                                   i < 2 ? tb_ms(env, more) : tb_text(more), env->kind,
+                                   Py_None) < 0)
+            goto done;
+    }
+    if (tb_add(env, kids, tb[L_RECORD_COUNT], tb_text(v[CNT]), env->kind, Py_None) < 0)
+        goto done;
+    /* the records (decoded, decompressed now) */
+    if ((recs = PyObject_GetAttr(b, tb[TB_RECORDS])) == NULL)
+        goto done;
+    Py_XSETREF(more, PyObject_GetAttr(b, tb[TB_CSIZE]));
+    if (more == NULL)
+        goto done;
+    if (more != Py_None) {
+        PyObject *ds = PyObject_GetAttr(b, tb[TB_DSIZE]);
+        PyObject *fr = ds ? PyObject_GetAttr(b, tb[TB_FRAMING]) : NULL;
+        int named = fr ? PyObject_IsTrue(fr) : -1;
+        PyObject *how = named < 0 ? NULL : named ? Py_NewRef(fr) : Py_NewRef(codec);
+        PyObject *t = how ? PyUnicode_FromFormat("%S bytes -> %S bytes (%S)", more, ds, how)
+                          : NULL;
+        Py_XDECREF(ds);
+        Py_XDECREF(fr);
+        Py_XDECREF(how);
+        if (tb_add(env, kids, tb[L_COMPRESSED], t, Py_None, Py_None) < 0)
+            goto done;
+    }
+    PyObject *fast = PySequence_Fast(recs, "batch records are not a sequence");
+    if (fast == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+        PyObject *r = Py_NewRef(PySequence_Fast_GET_ITEM(fast, i));
+        int plain = tb_record_plain(r), rr;
+        if (plain > 0)
+            rr = tb_record(env, node, i, r);
+        else if (plain == 0) {
+            PyObject *ri = PyLong_FromSsize_t(i);
+            PyObject *all[6] = {env->b, node, ri, r, env->records, env->base};
+            PyObject *res = ri ? PyObject_VectorcallMethod(
+                tb[TB_RECORD_M], all, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL) : NULL;
+            rr = res == NULL ? -1 : 0;
+            Py_XDECREF(res);
+            Py_XDECREF(ri);
+        } else
+            rr = -1;
+        Py_DECREF(r);
+        if (rr < 0) {
+            Py_DECREF(fast);
+            goto done;
+        }
+    }
+    Py_DECREF(fast);
+    Py_XSETREF(more, PyObject_GetAttr(b, tb[TB_PROBLEMS]));
+    if (more == NULL || tb_problems(env, kids, more) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_XDECREF(last);
+    Py_XDECREF(desc);
+    Py_XDECREF(text);
+    Py_XDECREF(label);
+    Py_XDECREF(npath);
+    Py_XDECREF(start);
+    Py_XDECREF(length);
+    Py_XDECREF(node);
+    Py_XDECREF(codec);
+    Py_XDECREF(ok);
+    Py_XDECREF(recs);
+    Py_XDECREF(more);
+    Py_XDECREF(one);
+    Py_XDECREF(kids);
+    return rc;
+}
+
+PyDoc_STRVAR(tree_batch_doc,
+"tree_batch(builder, parent, index, batch, records, base, path, kind, value_chars, env)\n"
+"-> None or NotImplemented\n\n"
+"kwsniff.output.tree._Builder.batch (and .record) when no payload decoder is\n"
+"registered: the node of a magic-2 batch, its header rows and its records, appended to\n"
+"parent. env is (TreeNode, _format_ms, _view, _quote, CODEC_NAMES, codec_name). A record\n"
+"with control data, a decoded key/value, headers that are not a list of pairs or an odd\n"
+"CRC goes to builder.record(). NotImplemented (nothing done: the Python code runs) for\n"
+"another batch kind, attributes or a CRC out of range, a base or index that is not an\n"
+"int, a path that is not a tuple.");
+
+static PyObject *tree_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10 || !PyTuple_CheckExact(args[9]) || PyTuple_GET_SIZE(args[9]) != 6) {
+        PyErr_SetString(PyExc_TypeError, "tree_batch(builder, parent, index, batch, records, "
+                                         "base, path, kind, value_chars, env)");
+        return NULL;
+    }
+    PyObject *envt = args[9];
+    BatchEnv env;
+    env.b = args[0];
+    env.records = args[4];
+    env.base = args[5];
+    env.kind = args[7];
+    env.limit = args[8];
+    env.node_tp = (PyTypeObject *)PyTuple_GET_ITEM(envt, 0);
+    env.format_ms = PyTuple_GET_ITEM(envt, 1);
+    env.view = PyTuple_GET_ITEM(envt, 2);
+    env.quote = PyTuple_GET_ITEM(envt, 3);
+    env.codec_names = PyTuple_GET_ITEM(envt, 4);
+    env.codec_name = PyTuple_GET_ITEM(envt, 5);
+    if (!PyType_Check((PyObject *)env.node_tp)
+            || !PyType_IsSubtype(env.node_tp, &NodeType)
+            || env.node_tp->tp_basicsize != NodeType.tp_basicsize
+            || !PyDict_CheckExact(env.codec_names)) {
+        PyErr_SetString(PyExc_TypeError, "tree_batch: env is not (a NodeBase subclass "
+                                         "without fields, ..., a dict, ...)");
+        return NULL;
+    }
+    PyObject *index = args[2], *b = args[3], *path = args[6];
+    if (!PyLong_CheckExact(index) || !PyTuple_CheckExact(path)
+            || (env.base != Py_None && !PyLong_CheckExact(env.base)))
+        Py_RETURN_NOTIMPLEMENTED;
+    /* the batch kind and the fields printed with C formats, checked before anything */
+    PyObject *kind = PyObject_GetAttr(b, tb[TB_KIND]);
+    if (kind == NULL)
+        return NULL;
+    int v2 = PyUnicode_CheckExact(kind) && PyUnicode_Compare(kind, tb[T_V2]) == 0;
+    Py_DECREF(kind);
+    if (v2) {
+        PyObject *a = PyObject_GetAttr(b, tb[TB_ATTRIBUTES]);
+        PyObject *c = a ? PyObject_GetAttr(b, tb[TB_CRC]) : NULL;
+        if (c == NULL) {
+            Py_XDECREF(a);
+            return NULL;
+        }
+        v2 = (a == Py_None || tb_uint(a, 0x7FFF)) && (c == Py_None || tb_uint(c, 0xFFFFFFFFULL));
+        Py_DECREF(a);
+        Py_DECREF(c);
+    }
+    if (!v2)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *v[16] = {NULL};
+    int rc = tb_batch(&env, args[1], index, b, path, v);
+    for (int i = 0; i < 16; i++)
+        Py_XDECREF(v[i]);
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -1439,6 +2108,7 @@ static PyMethodDef methods[] = {
     {"payload_view", payload_view, METH_VARARGS, payload_view_doc},
     {"plain_lines", plain_lines, METH_VARARGS, plain_lines_doc},
     {"tree_fields", (PyCFunction)(void (*)(void))tree_fields, METH_FASTCALL, tree_fields_doc},
+    {"tree_batch", (PyCFunction)(void (*)(void))tree_batch, METH_FASTCALL, tree_batch_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1481,9 +2151,19 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_topic_name = PyUnicode_InternFromString("_topic_name");
     s_problem = PyUnicode_InternFromString("Problem");
     s_warn = PyUnicode_InternFromString("warn");
+    s_null = PyUnicode_InternFromString("null");
+    s_true = PyUnicode_InternFromString("true");
+    s_false = PyUnicode_InternFromString("false");
+    s_empty_list = PyUnicode_InternFromString("[]");
+    s_no_error = PyUnicode_InternFromString("0 (NONE)");
+    if (!s_null || !s_true || !s_false || !s_empty_list || !s_no_error)
+        return NULL;
     if (!s_known || !s_learn || !s_value_m || !s_unknown_tags || !s_fields_py
             || !s_topic_name || !s_problem || !s_warn)
         return NULL;
+    for (int i = 0; i < TB_NAMES; i++)
+        if ((tb[i] = PyUnicode_InternFromString(tb_texts[i])) == NULL)
+            return NULL;
     empty_str = PyUnicode_FromString("");
     empty_tuple = PyTuple_New(0);
     if (empty_str == NULL || empty_tuple == NULL || PyType_Ready(&NodeType) < 0)

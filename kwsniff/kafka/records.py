@@ -536,18 +536,45 @@ class Records:
         bs = self.batches
         if not bs:
             return "empty" if not self.data else "undecodable"
-        magics = sorted({b.magic for b in bs})
-        codecs = sorted({b.codec_name for b in bs if b.attributes is not None})
-        n = self.record_count
+        # one pass (the -V tree asks this of every record set): what record_count,
+        # record_count_exact and truncated give, the magics, codecs and flags
+        magics: set[int] = set()
+        codecs: set[str] = set()
+        n = 0
+        exact = True
+        control = transactional = truncated = False
+        for b in bs:
+            magics.add(b.magic)
+            attrs = b.attributes
+            if b.kind == KIND_V2:
+                count = b.declared_count
+                if attrs is not None:
+                    codecs.add(_comp.codec_name(attrs & 0x07))
+                    control = control or bool(attrs & 0x20)
+                    transactional = transactional or bool(attrs & 0x10)
+            else:
+                count = b.record_count
+                if attrs is not None:
+                    codecs.add(b.codec_name)
+            if b.truncated:
+                truncated = True
+            elif count is None:
+                n += 1
+                exact = False
+            elif count > 0:
+                n += count
         parts = [f"{len(bs)} batch{'es' if len(bs) != 1 else ''}",
-                 f"{'' if self.record_count_exact else '>='}{n} record{'s' if n != 1 else ''}",
-                 ("0.7 " if self.format == FORMAT_07 else "") + "magic " + "/".join(map(str, magics))
-                 + (" " + "/".join(c for c in codecs if c != "none") if any(c != "none" for c in codecs) else "")]
-        if any(b.control for b in bs):
+                 f"{'' if exact else '>='}{n} record{'s' if n != 1 else ''}",
+                 ("0.7 " if self.format == FORMAT_07 else "") + "magic "
+                 + "/".join(map(str, sorted(magics)))]
+        shown = [c for c in sorted(codecs) if c != "none"]
+        if shown:
+            parts[2] += " " + "/".join(shown)
+        if control:
             parts.append("control")
-        if any(b.transactional for b in bs):
+        if transactional:
             parts.append("transactional")
-        if self.truncated:
+        if truncated:
             parts.append("truncated")
         return ", ".join(parts)
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kwsniff.accel import speedups as _speedups
+from kwsniff.kafka.compression import CODEC_NAMES, codec_name
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.payload import KIND_HEX, KIND_TEXT, builtin_view, has_decoders, render_payload
 from kwsniff.kafka.protocol import (
@@ -518,6 +519,14 @@ class _Builder:
 
     def batch(self, parent: TreeNode, index: int, b: Batch, records: Records,
               base: int | None, path: tuple[Any, ...]) -> None:
+        if _tree_batch is not None and not has_decoders() and _tree_batch(
+                self, parent, index, b, records, base, path, self.kind, self.value_chars,
+                _BATCH_ENV) is None:
+            return      # (NotImplemented: a batch the C code leaves to this method)
+        self._batch_py(parent, index, b, records, base, path)
+
+    def _batch_py(self, parent: TreeNode, index: int, b: Batch, records: Records,
+                  base: int | None, path: tuple[Any, ...]) -> None:
         first, last = b.base_offset, b.last_offset
         offsets = f"offsets {first}-{last}" if last is not None and last != first \
             else f"offset {first}"
@@ -694,6 +703,10 @@ class _Builder:
 #: mirrors of this module
 _tree_fields = _speedups.tree_fields if _speedups is not None else None
 _FIELDS_ENV = (TreeNode, _KNOWN, enum_label, _quote, api_label)
+#: the accelerator's _Builder.batch/.record without payload decoders (None: Python only)
+#: and what it mirrors
+_tree_batch = _speedups.tree_batch if _speedups is not None else None
+_BATCH_ENV = (TreeNode, _format_ms, _view, _quote, CODEC_NAMES, codec_name)
 
 
 def _item_hint(item: dict[str, Any]) -> str:

@@ -207,6 +207,10 @@ ODD_BODIES: list[Any] = [
     {"Mixed": [{"A": 1}, 2], "Dicts": [Sub(A=1)], "Empty": [], "Tuple": ({"A": 1},)},
     {"Acks": -1, "TimeoutMs": 30000, "TransactionalId": None},
     {"IsolationLevel": 1, "CoordinatorType": 1, "ErrorCode": True},
+    {"TopicId": None, "_topic_name": "t", "ErrorCode": 0, "Flag": False, "List": [],
+     "RecordErrors": [], "ErrorMessage": None},
+    {"_redacted_ErrorCode": True, "ErrorCode": 0, "Empty": [], "_decoded_Empty": {}},
+    {"ErrorCode": 2 ** 70, "ThrottleTimeMs": 0, "Tuple": ()},
 ]
 
 
@@ -265,3 +269,184 @@ def test_env_is_checked() -> None:
         C.tree_fields(b, root, {}, "body", (), None, ())
     with pytest.raises(AttributeError):      # a builder without kind/_schema
         C.tree_fields(b, root, {}, "body", (), None, (), tree._FIELDS_ENV)
+
+
+# ------------------------------------------------------------------ tree_batch
+
+def _exchanges(name: str) -> list[Any]:
+    from kwsniff.capture.source import open_capture
+    from kwsniff.engine import Engine
+    with open_capture(str(ROOT / "pcaps" / name)) as source:
+        return list(Engine().run(source))
+
+
+def _record_sets(obj: Any) -> list[Any]:
+    """Every Records object in a decoded body."""
+    from kwsniff.kafka.records import Records
+    if isinstance(obj, Records):
+        return [obj]
+    if isinstance(obj, dict):
+        return [r for v in obj.values() for r in _record_sets(v)]
+    if isinstance(obj, list):
+        return [r for v in obj for r in _record_sets(v)]
+    return []
+
+
+def _outcome(build: Any) -> Any:
+    """The states of the trees ``build()`` returns, or the name of what it raised."""
+    try:
+        return [_state(root) for root in build()]
+    except Exception as exc:  # noqa: BLE001 - compared: both paths fail alike
+        return type(exc).__name__
+
+
+def _both_batches(build: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, int]:
+    """``build()`` with the C batches and with the Python ones, and how many batches the
+    C code made (not left to Python)."""
+    made = [0]
+    real = tree._tree_batch
+
+    def counting(*args: Any) -> Any:
+        result = real(*args)
+        made[0] += result is None
+        return result
+
+    monkeypatch.setattr(tree, "_tree_batch", counting)
+    with_c = _outcome(build)
+    monkeypatch.setattr(tree, "_tree_batch", None)
+    python = _outcome(build)
+    monkeypatch.undo()
+    return with_c, python, made[0]
+
+
+@pytest.mark.parametrize("spans", [False, True])
+def test_every_sample_batch_has_the_same_tree(spans: bool,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fresh decodes each time (records and CRCs are decoded lazily by the tree)."""
+    made = n = 0
+    for path in sorted((ROOT / "pcaps").glob("*.pcap")):
+        c, p, k = _both_batches(lambda: [tree.build_tree(ex, spans=spans)  # noqa: B023
+                                         for ex in _exchanges(path.name)], monkeypatch)
+        assert c == p, path.name
+        made += k
+        n += len(c)
+    assert n > 500 and made > 100
+
+
+def _mutated(change: Any, value_chars: int | None = 256,
+             spans: bool = False) -> Any:
+    """A builder of the trees of the codec sample's produce exchanges after ``change``
+    was applied to every batch (the batches' records decoded first)."""
+    exchanges = [ex for ex in _exchanges("rdkafka-produce-codecs.pcap")
+                 if ex.request is not None and _record_sets(ex.request.body)]
+    assert exchanges
+    for ex in exchanges:
+        for rs in _record_sets(ex.request.body):
+            for b in rs.batches:
+                b.records  # noqa: B018 - decoded before the change
+                change(b)
+    return lambda: [tree.build_tree(ex, spans=spans, value_chars=value_chars)
+                    for ex in exchanges]
+
+
+def _set(**fields: Any) -> Any:
+    def change(b: Any) -> None:
+        for k, v in fields.items():
+            setattr(b, k, v)
+    return change
+
+
+def _set_records(**fields: Any) -> Any:
+    def change(b: Any) -> None:
+        for r in b.records:
+            for k, v in fields.items():
+                setattr(r, k, v() if callable(v) else v)
+    return change
+
+
+ODD_BATCHES = [
+    ("plain", _set()),
+    ("no base offset", _set(base_offset=None)),
+    ("no delta", _set(last_offset_delta=None)),
+    ("one record", _set(last_offset_delta=0, declared_count=1)),
+    ("count unknown", _set(declared_count=None)),
+    ("big offsets", _set(base_offset=2**62, last_offset_delta=2**31 - 1)),
+    ("negative attributes", _set(attributes=-3)),          # left to Python
+    ("no attributes", _set(attributes=None)),
+    ("transactional control", _set(attributes=0x30)),
+    ("log append time", _set(attributes=0x08 | 0x04)),
+    ("codec 7", _set(attributes=0x07)),
+    ("magic 0 shown", _set(magic=0)),
+    ("no crc", _set(crc=None)),
+    ("crc too big", _set(crc=2**40)),                      # left to Python
+    ("crc mismatch", _set(crc=1, _crc_ok="unchecked")),
+    ("crc not checked", _set(_crc_ok=None)),
+    ("truncated", _set(truncated=True)),
+    ("timestamps", _set(base_timestamp=-5, max_timestamp=None)),
+    ("huge timestamp", _set(base_timestamp=2**62)),
+    ("compressed", _set(compressed_size=10, decompressed_size=20, framing=None)),
+    ("framing", _set(compressed_size=10, decompressed_size=20, framing="xerial")),
+    ("legacy kind", _set(kind="legacy")),                  # left to Python
+    ("problems", _set(_problems=["one", 2])),
+    ("record control", _set_records(control={"type": "COMMIT", "data": {"a": 1}})),
+    ("record decoded", _set_records(value_decoded={"schema": "s", "x": 1})),
+    ("record headers", _set_records(headers=lambda: [("k", b"v"), ("é\n", None)])),
+    ("record header triple", _set_records(headers=lambda: [("k", b"v", 1)])),
+    ("record header not str", _set_records(headers=lambda: [(1, b"v")])),
+    ("record headers tuple", _set_records(headers=lambda: (("k", b"v"),))),
+    ("record crc", _set_records(crc=0xDEADBEEF, crc_ok=True)),
+    ("record crc bad", _set_records(crc=5, crc_ok=False)),
+    ("record crc odd", _set_records(crc=-1, crc_ok=None)),
+    ("record problems", _set_records(problems=lambda: ["p", 3])),
+    ("record no timestamp", _set_records(timestamp=None, offset=None)),
+    ("record values", _set_records(key=b'{"a":[1,2]}', value=bytearray(b"x\x00"))),
+    ("record start outside", _set_records(start=-1)),
+    ("record offset str", _set_records(offset="7")),
+]
+
+
+@pytest.mark.parametrize("spans", [False, True])
+@pytest.mark.parametrize("name, change", ODD_BATCHES, ids=[n for n, _ in ODD_BATCHES])
+def test_odd_batches_same_as_python(name: str, change: Any, spans: bool,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    build = _mutated(change, spans=spans)
+    c, p, made = _both_batches(build, monkeypatch)
+    assert c == p
+    if name in ("record header triple", "record header not str"):
+        return      # the record fails in Python either way (the tree shows a problem)
+    assert isinstance(c, list)
+    python_only = name in ("negative attributes", "crc too big", "legacy kind")
+    assert (made == 0) == python_only
+
+
+@pytest.mark.parametrize("value_chars", [None, 0, 3])
+def test_batch_values_cut_as_python(value_chars: int | None,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    c, p, made = _both_batches(_mutated(_set(), value_chars), monkeypatch)
+    assert c == p and made
+
+
+def test_batches_with_payload_decoders_stay_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kwsniff.kafka.payload import register_payload_decoder, unregister_payload_decoder
+    handle = register_payload_decoder(None, lambda *_: None, name="declines")
+    try:
+        c, p, made = _both_batches(_mutated(_set()), monkeypatch)
+    finally:
+        unregister_payload_decoder(handle)
+    assert c == p and made == 0
+
+
+def test_batch_env_and_arguments_are_checked() -> None:
+    b = object()
+    root = TreeNode("r")
+    with pytest.raises(TypeError):
+        C.tree_batch(b, root, 0, b, b, None, (), "request", 256, (dict,) * 6)
+    with pytest.raises(TypeError):
+        C.tree_batch(b, root, 0, b, b, None, (), "request", 256)
+    assert C.tree_batch(b, root, "0", b, b, None, (), "request", 256,
+                        tree._BATCH_ENV) is NotImplemented
+    assert C.tree_batch(b, root, 0, b, b, None, ["x"], "request", 256,
+                        tree._BATCH_ENV) is NotImplemented
+    with pytest.raises(AttributeError):      # not a batch
+        C.tree_batch(b, root, 0, b, b, None, (), "request", 256, tree._BATCH_ENV)
+    assert root.children == []
