@@ -12,7 +12,8 @@
  *  eth_ipv4_tcp  the Ethernet/IPv4/TCP fast path of kwsniff.tcp.packet.PacketParser.parse
  *  crc32c        CRC-32C of record batches (kwsniff.kafka.records.crc32c_py; SSE4.2
  *                instructions where the CPU has them)
- *  payload_view  the -V text of a record key/value/header seen as hex or plain ASCII text
+ *  payload_view  the -V text of a record key/value/header seen as hex, plain ASCII text or
+ *                JSON already in json.dumps's compact form
  *                (kwsniff.output.tree._builtin_text; None for anything else)
  *  plain_lines   the lines of an uncoloured -V tree (kwsniff.output.tree._plain_lines)
  *  NodeBase      the storage and constructor of kwsniff.output.tree.TreeNode (the Python

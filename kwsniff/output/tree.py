@@ -780,6 +780,16 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
         if exchange.protocol == LEGACY_PROTOCOL:
             for key, value in msg.header.items():
                 header.add(TreeNode(key, _plain_value(value), message=msg.kind))
+        elif _tree_fields is not None and not b.spans and "_problems" not in msg.header:
+            # the accelerator's fields give the nodes of the loop below (the header's
+            # metadata is looked up the same way), but for the API key's name
+            b.fields(header, msg.header, "header", ())
+            api_key = msg.header.get("RequestApiKey")
+            if isinstance(api_key, int):
+                for node in header.children:
+                    if node.label == "RequestApiKey":
+                        node.value = f"{api_key} ({api_label(api_key)})"
+                        break
         else:
             for key, value in msg.header.items():
                 if key.startswith("_"):
