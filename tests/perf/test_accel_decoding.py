@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from fuzz import wire
 from kwsniff import accel
 from kwsniff.kafka import records as rec_mod
-from kwsniff.kafka.records import Record, Records
+from kwsniff.kafka.records import Record
+from record_sets import record_sets
 
 C = accel.speedups
 pytestmark = pytest.mark.skipif(C is None, reason=f"accelerator not in use: {accel.status}")
@@ -141,16 +142,6 @@ def test_same_on_random_bytes(data: bytes, count: int, log_append: bool) -> None
     compare(data, 0, len(data), count, attributes=0x08 if log_append else 0)
 
 
-def _sets(obj: Any) -> list[Records]:
-    if isinstance(obj, Records):
-        return [obj]
-    if isinstance(obj, dict):
-        return [s for v in obj.values() for s in _sets(v)]
-    if isinstance(obj, list):
-        return [s for v in obj for s in _sets(v)]
-    return []
-
-
 @pytest.mark.parametrize("path", sorted((ROOT / "pcaps").glob("*.pcap")), ids=lambda p: p.name)
 def test_sample_captures_decode_the_same(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every record of every sample capture, through Batch.records, both ways."""
@@ -162,7 +153,7 @@ def test_sample_captures_decode_the_same(path: Path, monkeypatch: pytest.MonkeyP
         with open_capture(str(path)) as source:
             for ex in Engine().run(source):
                 for msg in (ex.request, ex.response):
-                    for rs in _sets(msg.body) if msg is not None and msg.body else ():
+                    for rs in record_sets(msg.body) if msg is not None and msg.body else ():
                         for b in rs.batches:
                             out.append(([(r.offset, r.timestamp, r.key, r.value, r.headers,
                                           r.attributes, r.size, r.start, r.problems,

@@ -22,6 +22,7 @@ import pytest
 from kwsniff import accel
 from kwsniff.output import tree
 from kwsniff.output.tree import PyNodeBase, TreeNode
+from record_sets import record_sets
 
 C = accel.speedups
 pytestmark = pytest.mark.skipif(C is None, reason="the C accelerator is not built")
@@ -280,18 +281,6 @@ def _exchanges(name: str) -> list[Any]:
         return list(Engine().run(source))
 
 
-def _record_sets(obj: Any) -> list[Any]:
-    """Every Records object in a decoded body."""
-    from kwsniff.kafka.records import Records
-    if isinstance(obj, Records):
-        return [obj]
-    if isinstance(obj, dict):
-        return [r for v in obj.values() for r in _record_sets(v)]
-    if isinstance(obj, list):
-        return [r for v in obj for r in _record_sets(v)]
-    return []
-
-
 def _outcome(build: Any) -> Any:
     """The states of the trees ``build()`` returns, or the name of what it raised."""
     try:
@@ -338,10 +327,10 @@ def _mutated(change: Any, value_chars: int | None = 256,
     """A builder of the trees of the codec sample's produce exchanges after ``change``
     was applied to every batch (the batches' records decoded first)."""
     exchanges = [ex for ex in _exchanges("rdkafka-produce-codecs.pcap")
-                 if ex.request is not None and _record_sets(ex.request.body)]
+                 if ex.request is not None and record_sets(ex.request.body)]
     assert exchanges
     for ex in exchanges:
-        for rs in _record_sets(ex.request.body):
+        for rs in record_sets(ex.request.body):
             for b in rs.batches:
                 b.records  # noqa: B018 - decoded before the change
                 change(b)

@@ -23,11 +23,12 @@ import hashlib
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from kwsniff.kafka.records import Batch, Record, Records
+from kwsniff.kafka.records import Batch, Record
+from record_sets import record_sets
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 MANIFESTS = sorted(p for p in PCAPS.glob("*.json") if (PCAPS / json.loads(p.read_text())
@@ -51,17 +52,6 @@ def _headers_match(expected: list[dict[str, Any]] | None, got: list[tuple[str, b
     expected = expected or []
     return len(expected) == len(got) and all(
         e["key"] == k and _matches(e["value"], v) for e, (k, v) in zip(expected, got))
-
-
-def _record_sets(body: Any) -> Iterator[Records]:
-    if isinstance(body, Records):
-        yield body
-    elif isinstance(body, dict):
-        for v in body.values():
-            yield from _record_sets(v)
-    elif isinstance(body, list):
-        for v in body:
-            yield from _record_sets(v)
 
 
 def _mock_broker(manifest: dict[str, Any]) -> bool:
@@ -90,7 +80,7 @@ def _decode_capture(manifest: dict[str, Any]) -> tuple[dict, dict, set[str], lis
             for msg in (ex.request, ex.response):
                 if msg is None or msg.body is None:
                     continue
-                for rs in _record_sets(msg.body):
+                for rs in record_sets(msg.body):
                     where = f"exchange {ex.index} {msg.kind} {rs.topic}[{rs.partition}]"
                     rs.decode()
                     problems.extend(f"{where}: {p}" for p in rs.problems if not p.startswith("batch "))

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Iterator
 
 from kwsniff.capture.source import open_capture
 from kwsniff.engine import Engine
 from kwsniff.kafka.records import FORMAT_07, Records, parse_message_set_07
+from record_sets import record_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,17 +35,6 @@ def _from_properties(rs: Records) -> str:
     return ", ".join([text, *flags])
 
 
-def _sets(obj: Any) -> Iterator[Records]:
-    if isinstance(obj, Records):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _sets(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _sets(v)
-
-
 def _copy(rs: Records, data: bytes) -> Records:
     if rs.format == FORMAT_07:
         return parse_message_set_07(data, rs.base_position)
@@ -62,7 +51,7 @@ def test_summary_says_what_the_properties_say() -> None:
                 for msg in (ex.request, ex.response):
                     if msg is None or not isinstance(msg.body, dict):
                         continue
-                    for rs in _sets(msg.body):
+                    for rs in record_sets(msg.body):
                         for cut in (len(rs.data), rnd.randint(0, len(rs.data)),
                                     rnd.randint(0, len(rs.data))):
                             for decode in (False, True):
