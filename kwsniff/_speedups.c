@@ -1003,28 +1003,37 @@ static int _PyLong_IsZero_(PyObject *v) {
 }
 static PyObject *hint_str_keys[8], *hint_int_keys[6], *s_api_key;
 
-/* a new node of env->node_tp: TreeNode(label, value, [], None, None, message, about,
- * path, style) without running a constructor (all references borrowed) */
-static PyObject *tf_node(TreeEnv *env, PyObject *label, PyObject *value, PyObject *message,
-                         PyObject *about, PyObject *path, PyObject *style) {
-    PyObject *children = PyList_New(0);
-    if (children == NULL)
+/* TreeNode(label, value, children, start, length, message, about, path, style) of type tp
+ * without running a constructor; children NULL: a new list (all references borrowed) */
+static PyObject *node_new(PyTypeObject *tp, PyObject *label, PyObject *value,
+                          PyObject *children, PyObject *start, PyObject *length,
+                          PyObject *message, PyObject *about, PyObject *path, PyObject *style) {
+    PyObject *kids = children ? Py_NewRef(children) : PyList_New(0);
+    if (kids == NULL)
         return NULL;
-    NodeObject *n = (NodeObject *)env->node_tp->tp_alloc(env->node_tp, 0);
+    NodeObject *n = (NodeObject *)tp->tp_alloc(tp, 0);
     if (n == NULL) {
-        Py_DECREF(children);
+        Py_DECREF(kids);
         return NULL;
     }
     n->label = Py_NewRef(label);
     n->value = Py_NewRef(value);
-    n->children = children;
-    n->start = Py_NewRef(Py_None);
-    n->length = Py_NewRef(Py_None);
+    n->children = kids;
+    n->start = Py_NewRef(start);
+    n->length = Py_NewRef(length);
     n->message = Py_NewRef(message);
     n->about = Py_NewRef(about);
     n->path = Py_NewRef(path);
     n->style = Py_NewRef(style);
     return (PyObject *)n;
+}
+
+/* a new node of env->node_tp: TreeNode(label, value, [], None, None, message, about,
+ * path, style) (all references borrowed) */
+static PyObject *tf_node(TreeEnv *env, PyObject *label, PyObject *value, PyObject *message,
+                         PyObject *about, PyObject *path, PyObject *style) {
+    return node_new(env->node_tp, label, value, NULL, Py_None, Py_None, message, about, path,
+                    style);
 }
 
 /* parent.children (a new reference) */
@@ -1052,13 +1061,14 @@ static int tf_add(PyObject *parent, PyObject *node) {
     return rc;
 }
 
-/* _quote(text) of tree.py: '"text"' for plain printable text, else the Python function */
-static PyObject *tf_quote(TreeEnv *env, PyObject *text) {
+/* _quote(text) of tree.py: '"text"' for plain printable text, else quote(text) (the
+ * Python function) */
+static PyObject *quote_text(PyObject *quote, PyObject *text) {
     if (PyUnicode_CheckExact(text) && pl_printable(text)
             && PyUnicode_FindChar(text, '"', 0, PyUnicode_GET_LENGTH(text), 1) == -1
             && PyUnicode_FindChar(text, '\\', 0, PyUnicode_GET_LENGTH(text), 1) == -1)
         return PyUnicode_FromFormat("\"%U\"", text);
-    return PyObject_CallOneArg(env->quote, text);
+    return PyObject_CallOneArg(quote, text);
 }
 
 /* (first, *head, last), first and last left out when NULL (a new tuple; head a tuple) */
@@ -1083,7 +1093,7 @@ static PyObject *tf_item_hint(TreeEnv *env, PyObject *item) {
         if (v == NULL && PyErr_Occurred())
             return NULL;
         if (v != NULL && PyUnicode_Check(v) && PyUnicode_GET_LENGTH(v))
-            return tf_quote(env, v);
+            return quote_text(env->quote, v);
     }
     for (int i = 0; i < 6; i++) {
         PyObject *v = PyDict_GetItemWithError(item, hint_int_keys[i]);
@@ -1213,7 +1223,7 @@ static int tf_field(TreeEnv *env, PyObject *parent, PyObject *obj, PyObject *key
         goto done;
     }
     if (!meta && PyUnicode_CheckExact(value)) {         /* a string field */
-        text = tf_quote(env, value);
+        text = quote_text(env->quote, value);
         if (text != NULL && tf_is(key, "TopicId")) {
             PyObject *name = PyDict_GetItemWithError(obj, s_topic_name);
             if (name != NULL && PyUnicode_Check(name))
@@ -1434,39 +1444,14 @@ typedef struct {
     PyTypeObject *node_tp;
 } BatchEnv;
 
-/* TreeNode(label, value, children, start, length, message, None, path, style) without
- * running a constructor; children NULL: a new list (all references borrowed) */
-static PyObject *tb_node(PyTypeObject *tp, PyObject *label, PyObject *value,
-                         PyObject *children, PyObject *start, PyObject *length,
-                         PyObject *message, PyObject *path, PyObject *style) {
-    PyObject *kids = children ? Py_NewRef(children) : PyList_New(0);
-    if (kids == NULL)
-        return NULL;
-    NodeObject *n = (NodeObject *)tp->tp_alloc(tp, 0);
-    if (n == NULL) {
-        Py_DECREF(kids);
-        return NULL;
-    }
-    n->label = Py_NewRef(label);
-    n->value = Py_NewRef(value);
-    n->children = kids;
-    n->start = Py_NewRef(start);
-    n->length = Py_NewRef(length);
-    n->message = Py_NewRef(message);
-    n->about = Py_NewRef(Py_None);
-    n->path = Py_NewRef(path);
-    n->style = Py_NewRef(style);
-    return (PyObject *)n;
-}
-
 /* kids.append(TreeNode(label, text)) with message/style (kids: a node's children list);
  * text is stolen (NULL: error) */
 static int tb_add(BatchEnv *env, PyObject *kids, PyObject *label, PyObject *text,
                   PyObject *message, PyObject *style) {
     if (text == NULL)
         return -1;
-    PyObject *node = tb_node(env->node_tp, label, text, NULL, Py_None, Py_None, message,
-                             empty_tuple, style);
+    PyObject *node = node_new(env->node_tp, label, text, NULL, Py_None, Py_None, message,
+                              Py_None, empty_tuple, style);
     Py_DECREF(text);
     if (node == NULL)
         return -1;
@@ -1556,15 +1541,6 @@ static int tb_problems(BatchEnv *env, PyObject *kids, PyObject *seq) {
     return rc;
 }
 
-/* _quote(text) of tree.py (tf_quote with this env) */
-static PyObject *tb_quote(BatchEnv *env, PyObject *text) {
-    if (PyUnicode_CheckExact(text) && pl_printable(text)
-            && PyUnicode_FindChar(text, '"', 0, PyUnicode_GET_LENGTH(text), 1) == -1
-            && PyUnicode_FindChar(text, '\\', 0, PyUnicode_GET_LENGTH(text), 1) == -1)
-        return PyUnicode_FromFormat("\"%U\"", text);
-    return PyObject_CallOneArg(env->quote, text);
-}
-
 /* _view(data, value_chars) of tree.py */
 static PyObject *tb_view(BatchEnv *env, PyObject *data) {
     PyObject *args[2] = {data, env->limit};
@@ -1597,8 +1573,8 @@ static int tb_record(BatchEnv *env, PyObject *parent, Py_ssize_t index, PyObject
     }
     label = PyUnicode_FromFormat("Record %zd", index);
     text = label ? PyUnicode_FromFormat("offset %S", offset) : NULL;
-    node = text ? tb_node(env->node_tp, label, text, kids, start, length, env->kind,
-                          empty_tuple, Py_None) : NULL;
+    node = text ? node_new(env->node_tp, label, text, kids, start, length, env->kind, Py_None,
+                           empty_tuple, Py_None) : NULL;
     if (node == NULL)
         goto done;
     Py_INCREF(node);
@@ -1625,7 +1601,7 @@ static int tb_record(BatchEnv *env, PyObject *parent, Py_ssize_t index, PyObject
             goto done;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
             PyObject *pair = Py_NewRef(PyList_GET_ITEM(v, i));   /* (checked: a 2-tuple) */
-            PyObject *hk = tb_quote(env, PyTuple_GET_ITEM(pair, 0));
+            PyObject *hk = quote_text(env->quote, PyTuple_GET_ITEM(pair, 0));
             int hr = hk ? tb_add(env, hkids, hk, tb_view(env, PyTuple_GET_ITEM(pair, 1)),
                                  Py_None, Py_None) : -1;
             Py_XDECREF(hk);
@@ -1636,8 +1612,8 @@ static int tb_record(BatchEnv *env, PyObject *parent, Py_ssize_t index, PyObject
         Py_SETREF(text, PyUnicode_FromFormat("%zd", PyList_GET_SIZE(v)));
         if (text == NULL)
             goto done;
-        PyObject *h = tb_node(env->node_tp, tb[L_HEADERS], text, hkids, Py_None, Py_None,
-                              Py_None, empty_tuple, Py_None);
+        PyObject *h = node_new(env->node_tp, tb[L_HEADERS], text, hkids, Py_None, Py_None,
+                               Py_None, Py_None, empty_tuple, Py_None);
         int hr = h ? PyList_Append(kids, h) : -1;
         Py_XDECREF(h);
         if (hr < 0)
@@ -1753,7 +1729,8 @@ static int tb_batch(BatchEnv *env, PyObject *parent, PyObject *index, PyObject *
         goto done;
     else
         length = Py_NewRef(v[AV]);
-    node = tb_node(env->node_tp, label, desc, NULL, start, length, env->kind, npath, Py_None);
+    node = node_new(env->node_tp, label, desc, NULL, start, length, env->kind, Py_None, npath,
+                    Py_None);
     if (node == NULL)
         goto done;
     Py_INCREF(node);
