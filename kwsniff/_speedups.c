@@ -28,17 +28,20 @@
  *  v2_records    the records of a magic-2 batch (kwsniff.kafka.records._parse_v2_records;
  *                returns None, for the Python code to run, on input whose exact result
  *                needs Python's unbounded integers or slicing past the end)
+ *  decode_fields the generated message decoders (kwsniff.kafka.protocol.codegen) run from
+ *                a program of the same schema rows (kwsniff.kafka.protocol.cprogram);
+ *                in _speedups_decode.c. None, for the Python decoder to run, wherever
+ *                that would raise or report a problem.
  *
  * The module imports nothing from kwsniff and holds no state.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_speedups.h"
 #include <stdint.h>
 #include <structmember.h>
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 8
+#define SPEEDUPS_VERSION 9
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -997,7 +1000,7 @@ static PyObject *s_topic_name, *s_problem, *s_warn;
 static PyObject *s_null, *s_true, *s_false, *s_empty_list, *s_no_error;
 
 /* an exact int equal to 0 */
-static int _PyLong_IsZero_(PyObject *v) {
+static int tf_long_is_zero(PyObject *v) {
     int overflow = 0;
     return PyLong_AsLongLongAndOverflow(v, &overflow) == 0 && !overflow && !PyErr_Occurred();
 }
@@ -1233,7 +1236,7 @@ static int tf_field(TreeEnv *env, PyObject *parent, PyObject *obj, PyObject *key
         }
     } else if (!meta && (value == Py_None || PyBool_Check(value)
                          || (PyList_CheckExact(value) && PyList_GET_SIZE(value) == 0)
-                         || (PyLong_CheckExact(value) && is_error && _PyLong_IsZero_(value)))
+                         || (PyLong_CheckExact(value) && is_error && tf_long_is_zero(value)))
                && !tf_is(key, "TopicId")) {
         /* what _Builder.value shows of null, a bool, an empty list, error code 0 */
         text = Py_NewRef(value == Py_None ? s_null : value == Py_True ? s_true
@@ -2087,6 +2090,7 @@ static PyMethodDef methods[] = {
     {"plain_lines", plain_lines, METH_VARARGS, plain_lines_doc},
     {"tree_fields", (PyCFunction)(void (*)(void))tree_fields, METH_FASTCALL, tree_fields_doc},
     {"tree_batch", (PyCFunction)(void (*)(void))tree_batch, METH_FASTCALL, tree_batch_doc},
+    {"decode_fields", (PyCFunction)(void (*)(void))decode_fields, METH_FASTCALL, decode_fields_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2142,6 +2146,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     for (int i = 0; i < TB_NAMES; i++)
         if ((tb[i] = PyUnicode_InternFromString(tb_texts[i])) == NULL)
             return NULL;
+    if (decode_fields_init() < 0)
+        return NULL;
     empty_str = PyUnicode_FromString("");
     empty_tuple = PyTuple_New(0);
     if (empty_str == NULL || empty_tuple == NULL || PyType_Ready(&NodeType) < 0)

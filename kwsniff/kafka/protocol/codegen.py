@@ -18,7 +18,9 @@ arrays as lists; structs as dicts; null as None. Unknown tagged fields are kept 
 
 Generated code is measured faster than interpreting the table per message (see
 docs/protocol-coverage.md); it groups runs of fixed-size fields into one
-``struct.unpack_from`` call.
+``struct.unpack_from`` call. With the C accelerator the function returned (without
+spans) first tries ``_speedups.decode_fields`` on a program of the same rows and runs
+the generated code only where that declines (:mod:`cprogram`); results are identical.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
+from kwsniff.accel import speedups
+from kwsniff.kafka.protocol.cprogram import build_program, with_accelerator
+from kwsniff.kafka.protocol.layout import FIXED as _FIXED
+from kwsniff.kafka.protocol.layout import MAX_EMPTY_ELEMENTS, Layout
 from kwsniff.kafka.protocol.schema import (
     F_CHILDREN,
     F_FLEX,
     F_NAME,
     F_NULLABLE,
-    F_TAG,
-    F_TAGGED,
     F_TYPE,
     F_VERSIONS,
     in_range,
@@ -45,14 +49,6 @@ class DecodeError(ValueError):
 
 
 DECODE_ERRORS = (DecodeError, struct.error, IndexError)
-
-# implausible element counts for arrays whose elements may take no bytes at all
-MAX_EMPTY_ELEMENTS = 1 << 16
-
-_FIXED: dict[str, tuple[str, int]] = {
-    "int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i", 4),
-    "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8), "bool": ("?", 1),
-}
 
 DecodeFn = Callable[[bytes, int, dict, list, list | None], int]
 
@@ -88,10 +84,9 @@ def _unpack_array(code: str, n: int, buf: bytes, pos: int) -> list:
     return list(struct.unpack_from(f">{n}{code}", buf, pos))
 
 
-class _Compiler:
+class _Compiler(Layout):
     def __init__(self, version: int, flexible: bool, with_spans: bool) -> None:
-        self.v = version
-        self.flex = flexible
+        super().__init__(version, flexible)
         self.spans = with_spans
         self.lines: list[str] = []
         self.ns: dict[str, Any] = {
@@ -127,45 +122,7 @@ class _Compiler:
         if self.spans:
             self.w(ind, f"S.append(({self.path(parts, name)}, {start}, pos - {start}))")
 
-    def compact(self, row: tuple) -> bool:
-        if not self.flex:
-            return False
-        over = row[F_FLEX]
-        return over is None or in_range(self.v, over)
-
     # -- structure
-    def present(self, fields: tuple) -> tuple[list[tuple], dict[int, tuple]]:
-        plain: list[tuple] = []
-        tagged: dict[int, tuple] = {}
-        for f in fields:
-            if not in_range(self.v, f[F_VERSIONS]):
-                continue
-            if f[F_TAG] is not None and in_range(self.v, f[F_TAGGED]):
-                tagged[f[F_TAG]] = f
-            else:
-                plain.append(f)
-        return plain, tagged
-
-    def min_size(self, row: tuple) -> int:
-        t = row[F_TYPE]
-        children = row[F_CHILDREN]
-        compact = self.compact(row)
-        if children is not None and not t.startswith("[]"):
-            if in_range(self.v, row[F_NULLABLE]):
-                return 1
-            return self.struct_min_size(children)
-        if t.startswith("[]") or t in ("string", "bytes", "records"):
-            if compact:
-                return 1
-            return 2 if t == "string" else 4
-        if t == "uuid":
-            return 16
-        return _FIXED[t][1]
-
-    def struct_min_size(self, fields: tuple) -> int:
-        plain, _ = self.present(fields)
-        return sum(self.min_size(f) for f in plain) + (1 if self.flex else 0)
-
     def struct_body(self, fields: tuple, d: str, ind: int, parts: list[str], where: str) -> None:
         plain, tagged = self.present(fields)
         run: list[tuple] = []
@@ -291,14 +248,7 @@ class _Compiler:
         self.read_len(ind, n, compact, wide=True)
         self.null_case(ind, row, n, target, label, compact)
         elem_t = row[F_TYPE][2:]
-        if struct_elems:
-            min_elem = self.struct_min_size(row[F_CHILDREN])
-        elif elem_t in _FIXED:
-            min_elem = _FIXED[elem_t][1]
-        elif elem_t == "uuid":
-            min_elem = 16
-        else:
-            min_elem = 1 if compact else (2 if elem_t == "string" else 4)
+        min_elem = self.elem_min_size(row, compact)
         if min_elem > 0:
             self.w(ind, f"elif {n} * {min_elem} > L - pos:")
             self.w(ind + 1, f"raise _Bad('{label}: ' + str({n}) + ' elements cannot fit in the ' "
@@ -408,4 +358,7 @@ def compile_decoder(fields: tuple, version: int, flexible: bool, with_spans: boo
     exec(code, c.ns)  # noqa: S102 - source generated above from the schema table only
     fn = c.ns[name]
     fn.source = src  # type: ignore[attr-defined]
+    if speedups is not None and not with_spans:
+        program = build_program(fields, version, flexible, Records)
+        return with_accelerator(fn, program, speedups.decode_fields)
     return fn
