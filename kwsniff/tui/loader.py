@@ -19,10 +19,17 @@ Contract:
   process for good and removes the spill directory.
 * :meth:`apply` handles one message; tests drive it directly with
   :func:`kwsniff.tui.decoder.decode` in-process.
+* The spill directory (``kwsniff-tui-*`` in ``spill_dir`` or the system temporary
+  directory) holds a ``.lock`` file its loader keeps locked (``flock``) while it lives;
+  the lock goes with the process however it ends. A new loader first removes the spill
+  directories in the same place whose lock nobody holds any more (left by a TUI that
+  was killed, e.g. SIGKILL or a crash): :func:`remove_stale_spill_dirs`. Directories
+  without a lock file (not made by this code, or still being created) are left alone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 import shutil
@@ -37,6 +44,51 @@ from kwsniff.tui.decoder import Job
 from kwsniff.tui.store import ConnectionRow, ExchangeStore
 
 JOIN_SECONDS = 3.0
+SPILL_PREFIX = "kwsniff-tui-"
+LOCK_NAME = ".lock"
+
+
+def _lock_spill_dir(directory: str) -> int:
+    """Create ``directory/.lock`` already locked (made and locked under another name,
+    then renamed, so that no sweep ever sees it unlocked); returns its descriptor."""
+    tmp = os.path.join(directory, LOCK_NAME + ".new")
+    fd = os.open(tmp, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(tmp, os.path.join(directory, LOCK_NAME))
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def remove_stale_spill_dirs(parent: str | None = None) -> list[str]:
+    """Remove the spill directories under ``parent`` (default: the system temporary
+    directory) whose loader is gone: their ``.lock`` can be locked. Returns what was
+    removed; never raises."""
+    removed: list[str] = []
+    try:
+        parent = parent or tempfile.gettempdir()
+        names = [n for n in os.listdir(parent) if n.startswith(SPILL_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(parent, name)
+        try:
+            fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue                    # no lock file: not ours to judge
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue                # a live loader holds it
+            shutil.rmtree(path, ignore_errors=True)
+            if not os.path.exists(path):
+                removed.append(path)
+        finally:
+            os.close(fd)
+    return removed
 
 
 class Loader:
@@ -51,7 +103,12 @@ class Loader:
             raise ValueError("give exactly one of path and interface")
         self.path = path
         self.interface = interface
-        self.directory = tempfile.mkdtemp(prefix="kwsniff-tui-", dir=spill_dir)
+        remove_stale_spill_dirs(spill_dir)
+        self.directory = tempfile.mkdtemp(prefix=SPILL_PREFIX, dir=spill_dir)
+        try:
+            self._lock: int | None = _lock_spill_dir(self.directory)
+        except OSError:
+            self._lock = None           # (a file system without flock: no sweeping)
         kwargs = {} if max_rows is None else {"max_rows": max_rows}
         self.store = ExchangeStore(self.directory, **kwargs)
         self.job = Job(self.directory, path=path, interface=interface, options=options,
@@ -115,6 +172,9 @@ class Loader:
                     proc.wait()
         self.store.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     # ------------------------------------------------------------------ running
     def _start(self) -> Connection:
