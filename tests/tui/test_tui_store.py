@@ -13,6 +13,7 @@ from kwsniff.output.pipeline import Selection
 from kwsniff.output.filter import compile_filter
 from kwsniff.output.tree import build_tree, render_tree
 from kwsniff.tui import store as store_mod
+from kwsniff.tui.loader import LOCK_NAME
 from kwsniff.tui.loader import Loader
 from kwsniff.tui.rowfacts import FAST_FIELDS, RowFacts, is_fast, make_matcher
 from kwsniff.tui.store import ExchangeStore
@@ -39,7 +40,8 @@ def test_rows_match_the_decoded_exchanges(sample_loader: Loader) -> None:
 def test_spill_files_leave_nothing_on_disk() -> None:
     loader = load_in_process(SAMPLE)
     directory = loader.directory
-    assert os.listdir(directory) == []       # opened and unlinked as rows arrived
+    # opened and unlinked as rows arrived: only the loader's lock file is left
+    assert os.listdir(directory) == [LOCK_NAME]
     assert loader.store.exchange(0) is not None
     loader.close()
     assert not os.path.exists(directory)
