@@ -36,7 +36,6 @@
  * The module imports nothing from kwsniff and holds no state.
  */
 #include "_speedups.h"
-#include <stdint.h>
 #include <structmember.h>
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
@@ -48,13 +47,6 @@
 #define ST_MORE 1     /* the batch is full or pos passed mark: call again */
 #define ST_CORRUPT 2  /* a record claims more than max_record bytes: the walk stops */
 
-static inline uint32_t rd32(const unsigned char *p, int big) {
-    if (big)
-        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-    return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
-}
-
-static inline unsigned be16(const unsigned char *p) { return ((unsigned)p[0] << 8) | p[1]; }
 
 /* The empty packet list of a batch walk, or NULL with the view released and an error
  * set (ValueError "NAME: bad arguments" when bad, else out of memory). */

@@ -4,6 +4,20 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+
+/* Integers of a byte buffer: 32 bits in either byte order, big-endian 16 and 64 bits. */
+static inline uint32_t rd32(const unsigned char *p, int big) {
+    if (big)
+        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+    return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | p[0];
+}
+
+static inline unsigned be16(const unsigned char *p) { return ((unsigned)p[0] << 8) | p[1]; }
+
+static inline uint64_t be64(const unsigned char *p) {
+    return ((uint64_t)rd32(p, 1) << 32) | rd32(p + 4, 1);
+}
 
 /* _speedups_decode.c: schema-driven field decoding (kwsniff/kafka/protocol/cprogram.py) */
 PyObject *decode_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

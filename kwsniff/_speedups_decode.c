@@ -11,7 +11,6 @@ trusted (only build_program makes them). */
 
 #include "_speedups.h"
 
-#include <stdint.h>
 #include <string.h>
 
 enum { OP_FIXED, OP_STRING, OP_BYTES, OP_RECORDS, OP_UUID, OP_STRUCT, OP_ARRAY };
@@ -29,14 +28,6 @@ static PyObject *s_unknown_tags_key;
 /* Every function below returns -1 (or NULL) to decline; a Python exception may then be
    set, and decode_fields clears it: the Python decoder meets the same input again. */
 
-static inline uint32_t df_be32(const unsigned char *q) {
-    return ((uint32_t)q[0] << 24) | ((uint32_t)q[1] << 16) | ((uint32_t)q[2] << 8) | q[3];
-}
-
-static inline uint64_t df_be64(const unsigned char *q) {
-    return ((uint64_t)df_be32(q) << 32) | df_be32(q + 4);
-}
-
 static inline Py_ssize_t df_code_size(char code) {
     switch (code) {
     case 'b': case '?': return 1;
@@ -51,13 +42,13 @@ static PyObject *df_fixed(char code, const unsigned char *q) {
     switch (code) {
     case 'b': return PyLong_FromLong((signed char)q[0]);
     case '?': return PyBool_FromLong(q[0] != 0);
-    case 'h': return PyLong_FromLong((int16_t)(((unsigned)q[0] << 8) | q[1]));
-    case 'H': return PyLong_FromLong((long)(((unsigned)q[0] << 8) | q[1]));
-    case 'i': return PyLong_FromLong((int32_t)df_be32(q));
-    case 'I': return PyLong_FromUnsignedLong(df_be32(q));
-    case 'q': return PyLong_FromLongLong((int64_t)df_be64(q));
+    case 'h': return PyLong_FromLong((int16_t)be16(q));
+    case 'H': return PyLong_FromLong((long)be16(q));
+    case 'i': return PyLong_FromLong((int32_t)rd32(q, 1));
+    case 'I': return PyLong_FromUnsignedLong(rd32(q, 1));
+    case 'q': return PyLong_FromLongLong((int64_t)be64(q));
     case 'd': {
-        uint64_t u = df_be64(q);
+        uint64_t u = be64(q);
         double d;
         memcpy(&d, &u, sizeof d);
         return PyFloat_FromDouble(d);
@@ -101,12 +92,12 @@ static int df_length(const Src *s, Py_ssize_t *pos, int compact, int wide, int64
     if (wide) {
         if (s->len - i < 4)
             return -1;
-        *n = (int32_t)df_be32(s->p + i);
+        *n = (int32_t)rd32(s->p + i, 1);
         *pos = i + 4;
     } else {
         if (s->len - i < 2)
             return -1;
-        *n = (int16_t)(((unsigned)s->p[i] << 8) | s->p[i + 1]);
+        *n = (int16_t)be16(s->p + i);
         *pos = i + 2;
     }
     return 0;

@@ -97,10 +97,8 @@ def build_program(fields: tuple, version: int, flexible: bool, records: type) ->
     return _Builder(version, flexible, records).struct(fields)
 
 
-DecodeFn = Callable[[bytes, int, dict, list, Any], int]
-
-
-def with_accelerator(python_fn: DecodeFn, program: tuple, decode_fields: Any) -> DecodeFn:
+def with_accelerator(python_fn: Callable[..., int], program: tuple,
+                     decode_fields: Any) -> Callable[..., int]:
     """``python_fn`` with the C decoder tried first (see the module docstring)."""
 
     def decode(buf: bytes, pos: int, out: dict, problems: list, spans: Any = None) -> int:
