@@ -3,8 +3,10 @@
 Contract:
 
 * Plugins are found, in this order: each ``--plugins DIR`` (in the order given), the
-  shipped ``plugins/`` directory next to the ``kwsniff`` package (:data:`SHIPPED_DIR`),
-  then installed distributions' entry points in the group ``"kwsniff.plugins"``
+  shipped plugins (:data:`SHIPPED_DIR`, see :func:`shipped_dir`: the source tree's
+  ``plugins/`` directory, or the copy a wheel installs under
+  ``<prefix>/share/kwsniff/plugins``), then installed distributions' entry points in
+  the group ``"kwsniff.plugins"``
   (:data:`ENTRY_POINT_GROUP`). In a directory, a plugin is a ``NAME.py`` file or a
   ``NAME/`` package (names starting with ``_`` or ``.`` are ignored); an entry point
   names a module or a ``register`` callable. NAME (file stem, package or entry-point
@@ -42,7 +44,25 @@ from kwsniff.plugin_api.guard import Reporter
 from kwsniff.plugin_api.options import OptionError, PluginOptions
 
 ENTRY_POINT_GROUP = "kwsniff.plugins"
-SHIPPED_DIR = Path(kwsniff.__file__).resolve().parent.parent / "plugins"
+
+
+def shipped_dir(package_file: str = kwsniff.__file__, prefix: str = sys.prefix) -> Path:
+    """Where the shipped plugins are: ``plugins/`` of the source tree the package runs
+    from (a checkout or an editable install: next to the package directory, beside the
+    ``pyproject.toml`` of kwsniff), else the copy a wheel installs as data files under
+    ``<prefix>/share/kwsniff/plugins``. A ``plugins`` directory next to an installed
+    package (e.g. another distribution's package in site-packages) is never used."""
+    root = Path(package_file).resolve().parent.parent
+    beside = root / "plugins"
+    try:
+        ours = beside.is_dir() and 'name = "kwsniff"' in (root / "pyproject.toml").read_text(
+            encoding="utf-8", errors="replace")
+    except OSError:
+        ours = False
+    return beside if ours else Path(prefix) / "share" / "kwsniff" / "plugins"
+
+
+SHIPPED_DIR = shipped_dir()
 GENERIC_OPTIONS = {"enabled": "false skips the plugin"}
 
 ACTIVE = "active"
