@@ -13,7 +13,7 @@ import importlib
 import sys
 import traceback
 
-from kwsniff import __version__
+from kwsniff import __version__, gc_policy
 from kwsniff.errors import UserError
 
 # name -> (module, one-line help)
@@ -31,19 +31,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 #: commands that stream a capture through the decoder (see :func:`tune_gc`)
 STREAMING = frozenset({"decode", "export", "stats", "live"})
-#: allocations (net) between young-generation collections for those commands
-GC_YOUNG = 50_000
 
 
 def tune_gc(command: str | None) -> None:
-    """Fewer cyclic-GC collections for the streaming commands. Their decoding leaves no
-    reference cycles behind (tests/robustness/test_no_cycles.py): every exchange is freed
-    by reference counting, so the collector, run after every 700 net allocations by
-    default, only re-walked live objects.
-    Collections still run, so memory stays bounded should a cycle appear; the TUI keeps
-    Python's defaults (its widget tree is cyclic and pauses matter there)."""
+    """Fewer cyclic-GC collections for the streaming commands
+    (:func:`kwsniff.gc_policy.for_streaming`); the TUI keeps Python's defaults in its
+    own process (its decoder process sets the streaming ones itself)."""
     if command in STREAMING:
-        gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
+        gc_policy.for_streaming()
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

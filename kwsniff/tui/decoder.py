@@ -23,8 +23,9 @@ Contract:
 
 * :func:`child_main` is the entry point of the decoder process
   (``python -m kwsniff.tui.decoder``, started by :class:`~kwsniff.tui.loader.Loader`):
-  it reads the job from standard input, loads the session's plugins, then runs
-  :func:`decode` sending over standard output until stopped.
+  it sets the streaming GC thresholds (:mod:`kwsniff.gc_policy`), reads the job from
+  standard input, loads the session's plugins, then runs :func:`decode` sending over
+  standard output until stopped.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kwsniff import gc_policy
 from kwsniff.output.facts import ExchangeFacts, TopicNames
 from kwsniff.output.pipeline import run_counters
 from kwsniff.output.stats import StatsCollector
@@ -271,6 +273,7 @@ def child_main() -> None:
     from multiprocessing.connection import Connection
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C belongs to the UI
+    gc_policy.for_streaming()      # this process only streams (about -30 % CPU)
     out = Connection(os.dup(1), readable=False)
     inp = Connection(os.dup(0), writable=False)
     devnull = os.open(os.devnull, os.O_RDWR)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fuzz import wire
-from kwsniff import cli
+from kwsniff import cli, gc_policy
 
 CODEC_GZIP = 1
 
@@ -99,7 +99,7 @@ def test_streaming_commands_collect_less_often_and_restore() -> None:
     before = gc.get_threshold()
     try:
         cli.tune_gc("decode")
-        assert gc.get_threshold()[0] == cli.GC_YOUNG
+        assert gc.get_threshold()[0] == gc_policy.GC_YOUNG
         assert gc.get_threshold()[1:] == before[1:]
         gc.set_threshold(*before)
         cli.tune_gc("tui")

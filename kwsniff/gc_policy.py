@@ -1,0 +1,23 @@
+"""Cyclic-GC thresholds for processes that stream a capture through the decoder.
+
+Contract: :func:`for_streaming` raises the young-generation threshold to
+:data:`GC_YOUNG` net allocations (Python's default is 700) and keeps the older
+generations' thresholds. The decoding leaves no reference cycles behind
+(tests/robustness/test_no_cycles.py): every exchange is freed by reference counting,
+so frequent collections only re-walk live objects. Collections still run, so memory
+stays bounded should a cycle appear. Used by the streaming commands (``decode``,
+``export``, ``stats``, ``live``) and by the TUI's decoder process; the TUI's own
+process keeps Python's defaults (its widget tree is cyclic and pauses matter there).
+"""
+
+from __future__ import annotations
+
+import gc
+
+#: allocations (net) between young-generation collections while streaming
+GC_YOUNG = 50_000
+
+
+def for_streaming() -> None:
+    """Set the streaming thresholds (see the module docstring)."""
+    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
