@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from kwsniff import gc_policy
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.model import Exchange
 from kwsniff.kafka.topic_ids import has_topic_ids
@@ -134,7 +135,8 @@ class ConnectionRun:
 
 def decode_sorted(items: Iterable[tuple[tuple[bytes, float, int], Any]],
                   options: EngineOptions, capture_of: Any) -> Iterator[tuple]:
-    """Decode one sorted shuffle partition (see the module contract)."""
+    """Decode one sorted shuffle partition (see the module contract), with the
+    streaming GC thresholds while it runs (:func:`kwsniff.gc_policy.streaming`)."""
     run: ConnectionRun | None = None
     current: bytes | None = None
     totals: dict[str, int] = {}
@@ -144,17 +146,18 @@ def decode_sorted(items: Iterable[tuple[tuple[bytes, float, int], Any]],
         for name, value in finished.counters.items():
             totals[name] = totals.get(name, 0) + value
 
-    for (key, ts, frame), seg in items:
-        if key == PROBLEM_KEY:
-            yield ("P", seg[1], [])
-            continue
-        if key != current:
-            if run is not None:
-                yield from done(run)
-            run = ConnectionRun(options, capture_of)
-            current = key
-        yield from run.feed(frame, ts, seg)
-    if run is not None:
-        yield from done(run)
+    with gc_policy.streaming():
+        for (key, ts, frame), seg in items:
+            if key == PROBLEM_KEY:
+                yield ("P", seg[1], [])
+                continue
+            if key != current:
+                if run is not None:
+                    yield from done(run)
+                run = ConnectionRun(options, capture_of)
+                current = key
+            yield from run.feed(frame, ts, seg)
+        if run is not None:
+            yield from done(run)
     if totals:
         yield ("S", totals)

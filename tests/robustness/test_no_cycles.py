@@ -114,3 +114,28 @@ def test_main_restores_the_thresholds(tmp_path: Path,
     assert cli.main(["decode", str(_capture(tmp_path, 2))]) == 0
     assert gc.get_threshold() == before
     assert "6 exchanges" in capsys.readouterr().err
+
+
+def test_gc_policy_block_restores_the_thresholds() -> None:
+    before = gc.get_threshold()
+    with gc_policy.streaming():
+        assert gc.get_threshold() == (gc_policy.GC_YOUNG, *before[1:])
+    assert gc.get_threshold() == before
+
+
+def test_spark_partition_decoding_streams_with_the_streaming_thresholds() -> None:
+    pytest.importorskip("pyspark")
+    from kwsniff.engine import EngineOptions
+    from kwsniff.spark.connection_decoder import decode_sorted
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+
+    def items():   # an empty partition that notes the thresholds while it is read
+        seen.append(gc.get_threshold())
+        return
+        yield
+
+    assert list(decode_sorted(items(), EngineOptions(), None)) == []
+    assert seen == [(gc_policy.GC_YOUNG, *before[1:])]
+    assert gc.get_threshold() == before
