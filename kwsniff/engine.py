@@ -248,6 +248,7 @@ class Engine:
             self._retire(conv)
 
     def _retire(self, conv: Conversation) -> None:
+        conv.detach()
         s = self.summary
         cs = conv.summary
         if conv.state == KAFKA or conv.state == KAFKA07:

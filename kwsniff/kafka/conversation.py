@@ -187,6 +187,13 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
         self._sync_counters()
         self.ctx.reorder.forget(self)
 
+    def detach(self) -> None:
+        """After :meth:`close`, when the owner is done with the conversation: drop the
+        framers (their ``check`` callbacks are bound methods of this conversation, a
+        reference cycle), so that it is freed by reference counting at once instead of
+        by the cyclic collector. Only ``summary`` and the counters may be read after."""
+        self.framers = ()
+
     def expire(self, now: float) -> None:
         """Give up on waiting items whose deadline (capture time) passed before ``now``."""
         opts = self.ctx.options

@@ -95,6 +95,35 @@ def test_no_cycles_per_exchange(tmp_path: Path, saved_garbage: None, args: list[
     assert g2 - g1 < 12, f"cyclic garbage grows with the capture: {g1} -> {g2} objects"
 
 
+def _many_connections(tmp_path: Path, n: int) -> Path:
+    """``n`` short connections (one Metadata exchange each), one after the other."""
+    packets: list[tuple[float, bytes]] = []
+    for i in range(n):
+        conn = wire.Connection(client=("10.0.0.1", 20000 + i), t0=wire.T0 + i)
+        conn.handshake()
+        conn.send(False, wire.metadata_request(1))
+        conn.send(True, wire.metadata_response(1))
+        conn.close()
+        packets += conn.packets
+    path = tmp_path / f"connections-{n}.pcap"
+    path.write_bytes(wire.pcap_bytes(packets))
+    return path
+
+
+@pytest.mark.parametrize("args", [["decode", "-j", "1"], ["export", "-j", "1", "-o", "-"]],
+                         ids=" ".join)
+def test_no_cycles_per_connection(tmp_path: Path, saved_garbage: None, args: list[str],
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A closed connection's conversation is freed by reference counting (its framers
+    call back into it: the engine detaches them when it retires the conversation)."""
+    small, large = _many_connections(tmp_path, 30), _many_connections(tmp_path, 60)
+    _garbage_of([*args, str(small)])
+    g1 = _garbage_of([*args, str(small)])
+    g2 = _garbage_of([*args, str(large)])
+    capsys.readouterr()
+    assert g2 - g1 < 10, f"cyclic garbage grows with the connections: {g1} -> {g2} objects"
+
+
 def test_streaming_commands_collect_less_often_and_restore() -> None:
     before = gc.get_threshold()
     try:
