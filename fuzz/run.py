@@ -136,9 +136,9 @@ def run_target(target: str, seconds: float | None = None, workdir: Path | None =
                extra: list[str] | None = None, seed: int | None = None) -> FuzzResult:
     """Fuzz ``target`` for ``seconds`` (see the module contract).
 
-    ``seed`` fixes libFuzzer's random seed and Python's hash seed, so that two runs
-    try the same inputs in the same order (a slower machine tries a prefix of them);
-    without it every run explores differently.
+    ``seed`` fixes libFuzzer's random seed and Python's hash seed; two runs still
+    differ (the run is bounded by time, and atheris' libFuzzer does not repeat itself
+    exactly: docs/robustness.md); without it they differ from the first input on.
     """
     secs = default_seconds() if seconds is None else seconds
     work = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="kwsniff-fuzz-"))

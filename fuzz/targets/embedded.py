@@ -82,18 +82,24 @@ def _no_leak(token: bytes, out: dict, where: str) -> None:
 
 
 def _bearer_masked(token: bytes, out: dict, where: str) -> None:
-    """An OAUTHBEARER client credential (``auth=Bearer <token>``) is always masked."""
+    """An OAUTHBEARER client credential (``auth=Bearer <token>``, else the whole auth
+    value) is always masked, every byte of it where it stands in the token (looked up
+    by position: searching for its bytes cannot tell a credential made of ``*`` or one
+    that overlaps its key, such as ``auth=====``)."""
     if out.get("mechanism") != "OAUTHBEARER" or b"\x01auth=" not in token:
         return
     red = sasl.redact_token(token, out.get("secret_spans") or [])
+    at = token.index(b"\x01") + 1
     for item in token.split(b"\x01")[1:]:
         if item.startswith(b"auth="):
-            scheme, _, cred = item[5:].partition(b" ")
-            if scheme.lower() != b"bearer":
-                cred = item[5:]
-            if len(cred) >= 6 and token.count(cred) == 1:
-                checks.require(cred not in red, f"{where}: bearer credential {cred[:20]!r} "
-                                                "left unmasked")
+            scheme, space, cred = item[5:].partition(b" ")
+            cred_at = at + 5 + len(scheme) + len(space)
+            if not space or scheme.lower() != b"bearer":
+                cred, cred_at = item[5:], at + 5
+            checks.require(red[cred_at:cred_at + len(cred)] == b"*" * len(cred),
+                           f"{where}: bearer credential {cred[:20]!r} at {cred_at} left "
+                           "unmasked")
+        at += len(item) + 1
 
 
 def one_input(data: bytes) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from fuzz import run as fuzz_run
 from fuzz.targets import TARGETS, load
+from kwsniff import accel
 
 REGRESSIONS = Path(__file__).resolve().parents[2] / "fuzz" / "regressions"
 #: seconds of seed replay per target in the fast suite
@@ -72,9 +73,11 @@ def fuzz_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("name", TARGETS)
 def test_fuzz_target(name: str, fuzz_workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("atheris")
-    # A fixed seed: the test suite's campaign is the same on every run (a finding
-    # is a regression of this change, not the luck of the draw); longer, exploring
-    # campaigns run with ``python -m fuzz.run`` (docs/robustness.md).
+    if name == "accel" and accel.speedups is None:
+        pytest.skip(f"the accel target compares the C decoder: {accel.status}")
+    # A fixed seed, but not a reproducible campaign: it is bounded by time and libFuzzer
+    # under atheris does not repeat itself exactly (docs/robustness.md); exploring
+    # campaigns before a change lands run with ``python -m fuzz.run``.
     seed = int(os.environ.get("KWSNIFF_FUZZ_SEED", "1"))
     result = fuzz_run.run_target(name, workdir=fuzz_workdir, seed=seed)
     with capsys.disabled():     # executions and coverage belong in the CI log
