@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -220,3 +221,49 @@ def _check_tree(root: Any, ex: Exchange) -> None:
             require(0 <= node.start and node.length >= 0 and node.start + node.length <= size,
                     f"exchange {ex.index} tree: {node.label} spans [{node.start}, "
                     f"{node.start + node.length}) outside its {size}-byte {node.message} frame")
+
+
+# ----------------------------------------------------------------------------- accelerator
+
+def exact(obj: Any) -> Any:
+    """A comparable form of a decoded value that keeps types and dict key order
+    (floats by their bits: NaN payloads and -0.0 too; record sets by their bytes)."""
+    from kwsniff.kafka.records import Records
+
+    if isinstance(obj, dict):
+        return ("dict", [(k, exact(v)) for k, v in obj.items()])
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, [exact(v) for v in obj])
+    if isinstance(obj, Records):
+        return ("Records", bytes(obj.data))
+    if isinstance(obj, float):
+        return ("float", struct.pack(">d", obj))
+    return (type(obj).__name__, obj)
+
+
+def decoding_outcome(fn: Any, buf: Any, pos: int) -> tuple:
+    """What ``fn(buf, pos, out, problems, None)`` did: ("ok", end, dict, problems) or
+    ("raised", exception type, text, partial dict, problems)."""
+    out: dict = {}
+    problems: list = []
+    try:
+        end = fn(buf, pos, out, problems, None)
+    except Exception as exc:  # noqa: BLE001 - compared, not hidden
+        return ("raised", type(exc).__name__, str(exc), exact(out), problems)
+    return ("ok", end, exact(out), problems)
+
+
+def check_same_decoding(fn: Any, buf: Any, pos: int, where: str) -> bool:
+    """A decoder compiled with the C accelerator (``fn.python`` behind it) gives what
+    the generated Python alone gives: same dict (keys, order, types, values), end
+    offset, problems, exception. Where C accepts the bytes, Python reports nothing.
+    Returns whether C accepted."""
+    from kwsniff import accel
+
+    got, want = decoding_outcome(fn, buf, pos), decoding_outcome(fn.python, buf, pos)
+    require(got == want, f"{where}: C-first decoding {got!r} differs from the Python "
+                         f"decoder's {want!r}")
+    accepted = accel.speedups.decode_fields(buf, pos, {}, fn.program) is not None
+    require(not accepted or (want[0] == "ok" and not want[3]),
+            f"{where}: the C decoder accepted bytes the Python decoder reports: {want!r}")
+    return accepted

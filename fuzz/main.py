@@ -7,7 +7,8 @@ kwsniff's decoding layers are instrumented for coverage when imported here. Targ
 that set ``INSTRUMENT_GENERATED = True`` also get the decode functions the protocol
 layer generates at run time from the schema table instrumented (an import hook alone
 would not see them); that costs about 0.1 s per compiled schema version, so only the
-schema-decoder targets pay it.
+schema-decoder targets pay it. Where the C accelerator stands in front of a generated
+decoder, the Python function behind it is the one instrumented.
 """
 
 from __future__ import annotations
@@ -35,13 +36,21 @@ def _import_all() -> None:
 
 
 def _instrument_generated_decoders(atheris: object) -> None:
+    from kwsniff import accel
     from kwsniff.kafka.protocol import codegen, decoder
+    from kwsniff.kafka.protocol.cprogram import with_accelerator
 
     original = codegen.compile_decoder
 
     def compile_instrumented(*args: object, **kwargs: object) -> object:
         fn = original(*args, **kwargs)  # type: ignore[arg-type]
-        return atheris.instrument_func(fn)  # type: ignore[attr-defined]
+        python = getattr(fn, "python", None)
+        if python is None:
+            return atheris.instrument_func(fn)  # type: ignore[attr-defined]
+        # The C decoder runs first: the generated Python behind it is what gets the
+        # coverage counters (instrumenting the wrapper would count one branch).
+        return with_accelerator(atheris.instrument_func(python),  # type: ignore[attr-defined]
+                                fn.program, accel.speedups.decode_fields)
 
     decoder.compile_decoder = compile_instrumented  # type: ignore[assignment]
 

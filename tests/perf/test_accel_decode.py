@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from fuzz.checks import check_same_decoding, decoding_outcome, exact
 from kwsniff import accel
 from kwsniff.kafka.protocol import decoder
 from kwsniff.kafka.protocol.cprogram import OP_ARRAY, OP_FIXED, OP_STRING, OP_STRUCT, build_program
@@ -39,39 +40,15 @@ if str(ROOT / "tests" / "protocol") not in sys.path:
 protocol_wire = pytest.importorskip("protocol_wire")
 
 
-def exact(obj: Any) -> Any:
-    """A comparable form keeping types and dict key order."""
-    if isinstance(obj, dict):
-        return ("dict", [(k, exact(v)) for k, v in obj.items()])
-    if isinstance(obj, (list, tuple)):
-        return (type(obj).__name__, [exact(v) for v in obj])
-    if isinstance(obj, Records):
-        return ("Records", bytes(obj.data))
-    if isinstance(obj, float):
-        return ("float", struct.pack(">d", obj))       # NaN payloads and -0.0 too
-    return (type(obj).__name__, obj)
-
-
-def run(fn: Any, buf: Any, pos: int) -> Any:
-    out: dict = {}
-    problems: list = []
-    try:
-        end = fn(buf, pos, out, problems, None)
-    except Exception as exc:  # noqa: BLE001 - compared, not hidden
-        return ("raised", type(exc).__name__, str(exc), exact(out), problems)
-    return ("ok", end, exact(out), problems)
-
-
 def compare(fn: Any, buf: Any, pos: int, must_accept: bool = False) -> bool:
-    """C-first and Python-only decoding agree; returns whether C accepted."""
+    """C-first and Python-only decoding agree (``fuzz.checks.check_same_decoding``, the
+    check the ``accel`` fuzz target makes); returns whether C accepted."""
     assert hasattr(fn, "python"), "decoders are compiled with the accelerator"
-    got, want = run(fn, buf, pos), run(fn.python, buf, pos)
-    assert got == want
-    accepted = C.decode_fields(buf, pos, {}, fn.program) is not None
-    if must_accept and want[0] == "ok" and not want[3]:
-        assert accepted, "the C decoder declined bytes the Python decoder decodes cleanly"
-    if accepted:
-        assert want[0] == "ok" and not want[3]
+    accepted = check_same_decoding(fn, buf, pos, "decoder")
+    if must_accept:
+        want = decoding_outcome(fn.python, buf, pos)
+        if want[0] == "ok" and not want[3]:
+            assert accepted, "the C decoder declined bytes the Python decoder decodes cleanly"
     return accepted
 
 
