@@ -8,10 +8,10 @@ Each subcommand lives in ``kwsniff.commands.<module>`` and provides
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import sys
 import traceback
+from contextlib import AbstractContextManager, nullcontext
 
 from kwsniff import __version__, gc_policy
 from kwsniff.errors import UserError
@@ -29,16 +29,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-#: commands that stream a capture through the decoder (see :func:`tune_gc`)
+#: commands that stream a capture through the decoder (see :func:`gc_thresholds`)
 STREAMING = frozenset({"decode", "export", "stats", "live"})
 
 
-def tune_gc(command: str | None) -> None:
-    """Fewer cyclic-GC collections for the streaming commands
-    (:func:`kwsniff.gc_policy.for_streaming`); the TUI keeps Python's defaults in its
-    own process (its decoder process sets the streaming ones itself)."""
-    if command in STREAMING:
-        gc_policy.for_streaming()
+def gc_thresholds(command: str | None) -> AbstractContextManager[None]:
+    """A block with fewer cyclic-GC collections for the streaming commands
+    (:func:`kwsniff.gc_policy.streaming`; the previous thresholds come back after it,
+    so ``main()`` called in-process leaves no trace). The TUI keeps Python's defaults in
+    its own process (its decoder process sets the streaming ones itself)."""
+    return gc_policy.streaming() if command in STREAMING else nullcontext()
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -82,12 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
-    before = gc.get_threshold()
-    tune_gc(args.command)
-    try:
+    with gc_thresholds(args.command):
         return _run(args)
-    finally:
-        gc.set_threshold(*before)     # main() called in-process (tests) leaves no trace
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """Decoding leaves no reference cycles behind per exchange.
 
-The streaming commands run the cyclic GC rarely (``kwsniff.cli.tune_gc``): that is only
+The streaming commands run the cyclic GC rarely (``kwsniff.cli.gc_thresholds``): that is only
 safe, and only fast, while every exchange, its record sets, batches, records and output
 are freed by reference counting. These tests count what the collector finds after runs
 over N and 2N exchanges: a cycle per exchange (such as a record set and its batches
@@ -127,12 +127,12 @@ def test_no_cycles_per_connection(tmp_path: Path, saved_garbage: None, args: lis
 def test_streaming_commands_collect_less_often_and_restore() -> None:
     before = gc.get_threshold()
     try:
-        cli.tune_gc("decode")
-        assert gc.get_threshold()[0] == gc_policy.GC_YOUNG
-        assert gc.get_threshold()[1:] == before[1:]
-        gc.set_threshold(*before)
-        cli.tune_gc("tui")
+        with cli.gc_thresholds("decode"):
+            assert gc.get_threshold()[0] == gc_policy.GC_YOUNG
+            assert gc.get_threshold()[1:] == before[1:]
         assert gc.get_threshold() == before
+        with cli.gc_thresholds("tui"):
+            assert gc.get_threshold() == before
     finally:
         gc.set_threshold(*before)
 
