@@ -20,8 +20,9 @@ What is decoded:
 * SaslAuthenticate ``AuthBytes`` (schema ``"SASL <mechanism>"``, version None, data from
   :func:`kwsniff.kafka.sasl.decode_sasl_token`). Unless ``context.show_secrets``, the
   ``AuthBytes`` bytes themselves are replaced by a copy with the secret bytes masked
-  with ``*`` (so exports and trees never carry passwords) and
-  ``"_redacted_AuthBytes": True`` is set. SaslHandshake records the mechanism per
+  with ``*`` (so exports and trees never carry passwords), the same bytes are masked in
+  the frame (``msg.raw``, which hex views show) and ``"_redacted_AuthBytes": True`` is
+  set. SaslHandshake records the mechanism per
   connection in the context.
 * ``records`` fields of Produce requests and Fetch/ShareFetch/FetchSnapshot responses
   are tagged with ``topic``/``partition`` (topic ids resolved through names learnt
@@ -209,10 +210,28 @@ def _sasl_authenticate(msg: KafkaMessage, body: Body, request: KafkaMessage | No
     body["_decoded_AuthBytes"] = dec
     spans = dec["data"].get("secret_spans") or []
     if spans and not ctx.show_secrets:
-        body["AuthBytes"] = _sasl.redact_token(bytes(raw), spans)
+        masked = _sasl.redact_token(bytes(raw), spans)
+        body["AuthBytes"] = masked
         body["_redacted_AuthBytes"] = True
+        _mask_in_frame(msg, bytes(raw), masked)
     for p in dec["data"].get("problems") or ():
         msg.problems.append(f"AuthBytes: SASL: {p}")
+
+
+def _mask_in_frame(msg: KafkaMessage, token: bytes, masked: bytes) -> None:
+    """The frame itself (``msg.raw``: hex views) with the token's secret bytes masked
+    too: at the AuthBytes field's place (from its byte range), else wherever the token's
+    bytes occur in the frame (never left unmasked)."""
+    from kwsniff.kafka.protocol.decoder import field_spans
+
+    frame = bytes(msg.raw)
+    for span in field_spans(msg):
+        if span.section == "body" and span.path == ("AuthBytes",):
+            start = span.offset + span.length - len(token)
+            if start >= 0 and frame[start:start + len(token)] == token:
+                msg.raw = frame[:start] + masked + frame[start + len(token):]
+                return
+    msg.raw = frame.replace(token, masked) if token else frame
 
 
 # -- records tagging --------------------------------------------------------------------

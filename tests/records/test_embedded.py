@@ -197,6 +197,30 @@ def test_sasl_plain_redacted_in_body_and_decoded() -> None:
     assert "hunter2" not in repr(msg.body)
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_sasl_secret_masked_in_the_frame_too(version: int) -> None:
+    """Hex views show ``msg.raw``: the password is masked there as in the body, at the
+    AuthBytes field's place, every other byte unchanged (kafka-python's v2 client-final
+    message, with its compact length prefix, showed the SCRAM proof in ``decode -x``)."""
+    token = b"\x00alice\x00hunter2-pw"
+    msg = _req(SaslAuthenticateRequest(version=version, auth_bytes=token))
+    before = bytes(msg.raw)
+    annotate(msg, context=AnnotateContext(), connection=1)
+    at = before.index(token)
+    assert bytes(msg.raw) == before[:at] + b"\x00alice\x00" + b"*" * 10 + before[at + len(token):]
+
+
+def test_sasl_frame_masked_without_byte_ranges() -> None:
+    """Without the field's byte range (no header version here) the token's bytes are
+    masked wherever they occur in the frame."""
+    token = b"\x00alice\x00hunter2-pw"
+    frame = b"\x00\x24\x00\x01" + struct.pack(">i", len(token)) + token
+    msg = KafkaMessage(kind="request", raw=frame, api_key=36, api_version=1,
+                       body={"AuthBytes": token})
+    annotate(msg, context=AnnotateContext(), connection=1)
+    assert b"hunter2" not in msg.raw and len(msg.raw) == len(frame)
+
+
 def test_sasl_show_secrets() -> None:
     token = b"\x00alice\x00hunter2"
     msg = _sasl_auth(token)
