@@ -658,15 +658,17 @@ def _bytes_len(value: Any) -> int:
 
 
 def _sasl_auth_req(b: Body, v: int, f: ExchangeFacts) -> str:
-    return f"{human_bytes(_bytes_len(b.get('AuthBytes')))} token"
+    return _join(_sasl_message(b.get("_decoded_AuthBytes")),
+                 f"{human_bytes(_bytes_len(b.get('AuthBytes')))} token")
 
 
 def _sasl_auth_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
+    sasl = _sasl_message(b.get("_decoded_AuthBytes"), mechanism=False)
     top = _top_error(b)
     if top:
-        return top
+        return _join(top, sasl)
     life = b.get("SessionLifetimeMs")
-    return _join("ok", f"session {life} ms" if type(life) is int and life > 0 else None,
+    return _join("ok", sasl, f"session {life} ms" if type(life) is int and life > 0 else None,
                  f"{human_bytes(_bytes_len(b.get('AuthBytes')))} token"
                  if _bytes_len(b.get("AuthBytes")) else None)
 
@@ -1015,27 +1017,35 @@ def _legacy_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
 
 # ----------------------------------------------------------------------------- raw SASL
 
-def _sasl_token(b: Body, v: int, f: ExchangeFacts) -> str:
-    """A raw SASL token (protocol kafka-sasl): mechanism, message, size."""
-    parts = []
-    mech = b.get("mechanism")
-    if mech:
-        parts.append(str(mech))
-    message = b.get("message")
-    if message:
-        parts.append(str(message))
-    for key in ("user", "username", "authzid"):
-        if b.get(key):
-            parts.append(f"user={b[key]}")
+def _sasl_message(decoded: Any, mechanism: bool = True) -> str | None:
+    """What a decoded SASL token (``{"schema", "version", "data"}``) says: mechanism,
+    message, user and the mechanism's own error (a broker may refuse inside a token
+    while the Kafka error code says none), e.g. ``SCRAM-SHA-512 server-final SASL error
+    unknown-user``. None when nothing was decoded."""
+    data = decoded.get("data") if isinstance(decoded, dict) else None
+    if not isinstance(data, dict):
+        return None
+    parts = [str(data["mechanism"]) if mechanism and data.get("mechanism") else None,
+             str(data["message"]) if data.get("message") else None]
+    for key in ("username", "user", "authzid"):
+        if data.get(key):
+            parts.append(f"user {short(data[key])}")
             break
-    token = b.get("token")
-    if isinstance(token, (bytes, bytearray)):
-        parts.append(f"{len(token)} bytes")
-    return " ".join(parts) or "token"
+    error = data.get("error")
+    if isinstance(error, dict):        # OAUTHBEARER's JSON error ({"status": ...})
+        error = error.get("status") or "yes"
+    if error:
+        parts.append(f"SASL error {short(error)}")
+    return _join(*parts) or None
+
+
+def _sasl_token(b: Body, v: int, f: ExchangeFacts) -> str:
+    """A raw SASL token (protocol kafka-sasl, after a SaslHandshake v0)."""
+    return _sasl_message(b) or "token"
 
 
 def _sasl_token_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
-    return _sasl_token(b, v, f)
+    return _sasl_message(b, mechanism=False) or "token"
 
 
 # ----------------------------------------------------------------------------- entry points

@@ -36,7 +36,7 @@ from kwsniff.kafka.records import Batch, Record, Records
 from kwsniff.output import extra_fields
 from kwsniff.output.facts import ExchangeFacts, TopicNames, records_count
 from kwsniff.output.fields import format_address
-from kwsniff.output.names import api_label, error_label
+from kwsniff.output.names import SASL_PROTOCOL, api_label, error_label
 
 SCHEMA_ID = "kwsniff.exchange/1"
 KIND_EXCHANGE = "exchange"
@@ -137,6 +137,14 @@ def record_set_problems(facts: ExchangeFacts) -> list[str]:
     return out
 
 
+def _api_name(exchange: Exchange) -> str | None:
+    """``api_name``: the API's name; ``"SASL"`` for raw SASL token exchanges (which have
+    no API key); None when the API is unknown."""
+    if exchange.api_key is None and exchange.protocol != SASL_PROTOCOL:
+        return None
+    return api_label(exchange.api_key, exchange.protocol)
+
+
 class ExportEncoder:
     """Builds export objects for exchanges of one capture.
 
@@ -178,8 +186,7 @@ class ExportEncoder:
             "response_ts": exchange.response_ts,
             "latency_ms": _finite(round(latency, 6) if latency is not None else None),
             "api_key": exchange.api_key,
-            "api_name": api_label(exchange.api_key, exchange.protocol)
-            if exchange.api_key is not None else None,
+            "api_name": _api_name(exchange),
             "api_version": exchange.api_version,
             "correlation_id": exchange.correlation_id,
             "client_id": exchange.client_id,
@@ -218,8 +225,7 @@ class ExportEncoder:
             "stream": exchange.stream,
             "correlation_id": exchange.correlation_id,
             "api_key": exchange.api_key,
-            "api_name": api_label(exchange.api_key, exchange.protocol)
-            if exchange.api_key is not None else None,
+            "api_name": _api_name(exchange),
             "api_version": exchange.api_version,
         }
         for side, topic, partition, records in f.record_sets():

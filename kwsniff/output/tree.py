@@ -820,6 +820,9 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
             preview = _hex_preview(bytes(msg.raw[msg.body_offset:]))
             body.add(TreeNode("Raw", f"{rest} bytes: {preview}",
                               start=msg.body_offset + PREFIX, length=rest, message=msg.kind))
+    elif exchange.protocol == SASL_PROTOCOL:    # {"schema", "version", "data"}: as embedded
+        # (its problems are the message's own too, shown below)
+        b.embedded(body, {k: v for k, v in msg.body.items() if k != "problems"})
     else:
         try:
             b.fields(body, msg.body, "body", ())

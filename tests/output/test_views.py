@@ -12,6 +12,7 @@ from builders import T0, build, exchange, record_batch, request, response
 from kwsniff.kafka.model import KafkaMessage
 from kwsniff.output.color import Palette, palette_for
 from kwsniff.output.hexdump import frame_bytes, hexdump, hexdump_lines
+from kwsniff.output.jsonl import ExportEncoder
 from kwsniff.output.summary import SummaryFormatter, format_latency, format_time
 from kwsniff.output.tree import build_tree, find_node, render_tree
 
@@ -186,16 +187,21 @@ def test_legacy_07_and_raw_sasl_exchanges():
     assert "PRODUCE request" in text and 'Value: "hello 0.7" (9 bytes)' in text
     assert "CRC: 0x" in text and "(ok)" in text
 
-    token = KafkaMessage(kind="request", raw=b"\x00user\x00****", header={"SaslMechanism": "PLAIN"},
-                         body={"mechanism": "PLAIN", "message": "initial-response",
-                               "user": "user"})
+    # (the body a raw token gets: kwsniff.kafka.decoding.decode_sasl_token)
+    token = KafkaMessage(kind="request", raw=b"\x00alice\x00****", header={"SaslMechanism": "PLAIN"},
+                         body={"schema": "SASL PLAIN", "version": None,
+                               "data": {"mechanism": "PLAIN", "message": "initial-response",
+                                        "username": "alice", "password": "<redacted>",
+                                        "secret_spans": [[7, 11]], "redacted": True}})
     sasl = Exchange(index=2, stream=0, client=("10.0.0.1", 1), broker=("10.0.0.2", 9092),
                     status="unanswered", request=token, protocol="kafka-sasl")
     assert SummaryFormatter().format(sasl).endswith(
-        " SASL #- - PLAIN initial-response user=user → no response")
+        " SASL #- - PLAIN initial-response user alice → no response")
     text = "\n".join(render_tree(build_tree(sasl)))
     assert 'Mechanism: "PLAIN"' in text and "SASL token from the client" in text
+    assert 'password: "<redacted>"' in text and "secret_spans" not in text
     assert "Request header" not in text
+    assert ExportEncoder("t").exchange_object(sasl)["api_name"] == "SASL"
 
 
 def test_plain_render_matches_the_general_walk_and_survives_deep_trees() -> None:
