@@ -56,7 +56,15 @@ def ident(ex) -> tuple:  # type: ignore[no-untyped-def]
 def test_every_logged_request_is_found(path: Path) -> None:
     man = manifest(path)
     eng, out = decode(path)
-    found = collections.Counter(ident(e) for e in out if e.request is not None)
+    found = collections.Counter(ident(e) for e in out if e.request is not None
+                                and e.protocol != "kafka-sasl")
+    # SASL tokens sent bare after a v0 SaslHandshake: no Kafka requests, so not in the
+    # clients' request logs; each client sends two (SCRAM client-first and -final)
+    bare = [a for a in man.get("authentications", ()) if "bare" in a["handshake"]]
+    raw_sasl = [e for e in out if e.protocol == "kafka-sasl"]
+    assert len(raw_sasl) == 2 * len(bare)
+    assert all(e.status == PAIRED and e.request.body["data"]["message"].startswith("client-")
+               for e in raw_sasl)
     sent = [r for r in man["requests"] if r.get("in_capture")]
     want = collections.Counter((r["client_id"], r["correlation_id"], r["api_key"], r["api_version"])
                                for r in sent)
@@ -188,6 +196,12 @@ def _cut_case(path: Path, seed: int) -> list[str]:
     found = {(e.client[1], e.correlation_id, e.status) for e in out}
     for t in full:
         if t.status != PAIRED:
+            continue
+        if t.protocol == "kafka-sasl":
+            # Known gap: bare SASL tokens (after a v0 SaslHandshake) pair by order and
+            # the framer has no resynchronisation rule for them, so after a lost broker
+            # token the later ones on that connection are reported unanswered
+            # (docs/conversations.md). Their pairing is checked on the whole capture.
             continue
         frames = range(t.request.frame_first, t.response.frame_last + 1)
         own = [p[0] for p in pkts if p[0] in frames]

@@ -34,7 +34,7 @@ MANIFESTS = sorted(PCAPS.glob("*.json"))
 CAPTURES = [m for m in MANIFESTS if m.with_suffix(".pcap").exists()]
 # Detail trees: one capture per client family and feature set.
 TREE_CAPTURES = ["kafka-python-0.8.2", "kafka-python-0.11", "rdkafka-consumer-group",
-                 "rdkafka-idempotent-txn", "rdkafka-produce-codecs"]
+                 "rdkafka-idempotent-txn", "rdkafka-produce-codecs", "tansu-sasl"]
 
 pytestmark = pytest.mark.skipif(not CAPTURES, reason="no sample captures in pcaps/")
 

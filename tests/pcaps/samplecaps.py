@@ -31,6 +31,7 @@ EXPECTED = [
     "kafka-python-0.11",
     "aiokafka",
     "tansu-admin",
+    "tansu-sasl",
     "midstream",
     "plugins-avro-protobuf-json",   # tools/make_plugin_pcap.py (plugin tests)
 ]

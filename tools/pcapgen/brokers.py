@@ -153,11 +153,13 @@ def tansu_binary() -> Path:
 
 
 class TansuBroker:
-    """Tansu in memory on 127.0.0.1:``port``; its log goes to ``log``."""
+    """Tansu in memory on 127.0.0.1:``port``; its log goes to ``log``; with
+    ``authentication`` every client must authenticate with SASL first."""
 
     software = "Tansu"
 
-    def __init__(self, port: int, log: IO[bytes], cluster_id: str = "kwsniff") -> None:
+    def __init__(self, port: int, log: IO[bytes], cluster_id: str = "kwsniff",
+                 authentication: bool = False) -> None:
         self.port = port
         self.binary = tansu_binary()
         out = subprocess.run([str(self.binary), "--version"], capture_output=True, text=True)
@@ -165,7 +167,8 @@ class TansuBroker:
         url = f"tcp://127.0.0.1:{port}"
         self._proc = subprocess.Popen(
             [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url",
-             url, "--storage-engine", "memory://tansu/", "--cluster-id", cluster_id],
+             url, "--storage-engine", "memory://tansu/", "--cluster-id", cluster_id,
+             *(["--authentication"] if authentication else [])],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             wait_listening(port)

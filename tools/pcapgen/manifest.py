@@ -155,6 +155,14 @@ class Manifest:
             "client_id": client_id, "operation": operation, "api": api,
             "arguments": arguments, "result": result, "sent": sent})
 
+    def authentication(self, *, client_id: str, mechanism: str, username: str,
+                       outcome: str, handshake: str) -> None:
+        """One SASL attempt: the mechanism and user the client tried, how it went (the
+        client's own words) and which handshake it used."""
+        self.data.setdefault("authentications", []).append({
+            "client_id": client_id, "mechanism": mechanism, "username": username,
+            "outcome": outcome, "handshake": handshake})
+
     def note(self, text: str) -> None:
         self.data["notes"].append(text)
 

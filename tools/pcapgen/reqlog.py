@@ -23,9 +23,10 @@ from typing import Any, Callable
 from .apinames import API_NAMES, api_key_for_name
 
 # "%7|1795253097.596|SEND|name#producer-1| [thrd:...]: BROKER/NODE: Sent XRequest (v3, ..."
+# (BROKER is "host:port" or a logical name; "sasl_plaintext://host:port" for SASL clients)
 _RDK_SEND = re.compile(
     r"^%\d+\|(?P<ts>\d+\.\d+)\|SEND\|(?P<rk>[^|]+)\| \[thrd:[^\]]*\]: "
-    r"(?P<broker>[^/\s]+?)(?:/(?P<node>[^:\s]+))?: Sent (?P<api>\w+?)Request "
+    r"(?:\w+://)?(?P<broker>[^/\s]+?)(?:/(?P<node>[^:\s]+))?: Sent (?P<api>\w+?)Request "
     r"\(v(?P<ver>\d+), (?P<size>\d+) bytes @ (?P<at>\d+), CorrId (?P<corr>\d+)\)")
 
 
@@ -173,6 +174,8 @@ class PythonClientRequestLog:
         if record.msg != "%s Request %d: %s":
             return
         conn, corr, request = record.args  # type: ignore[misc]
+        if not hasattr(request, "API_KEY"):
+            return      # SaslBytesRequest: a bare SASL token (after a v0 handshake)
         try:
             transport = conn.transport
             local = transport.getHost()
