@@ -4,7 +4,10 @@ the Kafka 0.7 protocol (a mixin of Conversation).
 Contract: client frames wait in ``self.fifo``; each broker frame answers the oldest
 one it can (0.7: a request completed before the response began; after a capture hole
 the oldest whose response layout fits strictly, older ones becoming ``unanswered`` and
-the pairing flagged as uncertain).  PRODUCE/MULTIPRODUCE expect no response.
+the pairing flagged as uncertain; SASL: after lost or skipped bytes the oldest of the
+message kind it answers, e.g. SCRAM server-final -> client-final, older tokens becoming
+``unanswered``, else the oldest, flagged as uncertain).  PRODUCE/MULTIPRODUCE expect no
+response.
 """
 
 from __future__ import annotations
@@ -23,6 +26,17 @@ from kwsniff.kafka.model import (
     RESPONSE,
     KafkaMessage,
 )
+
+
+#: the client message a broker's SASL message answers (SCRAM, RFC 5802)
+_SASL_ANSWERS = {"server-first": "client-first", "server-final": "client-final"}
+
+
+def _sasl_message(msg: KafkaMessage) -> str | None:
+    """The message kind of a raw SASL token's decoded body, if any."""
+    data = msg.body.get("data") if isinstance(msg.body, dict) else None
+    message = data.get("message") if isinstance(data, dict) else None
+    return message if isinstance(message, str) else None
 
 
 class InOrderPairing:
@@ -49,12 +63,35 @@ class InOrderPairing:
         if client:
             self.fifo.append(Pending(key, msg, self, "sasl"))
             return
-        if self.fifo:
-            p = self.fifo.popleft()
-            p.done = True
-            self._emit(p.key, self._exchange(PAIRED, p.msg, msg, protocol=PROTO_SASL))
-        else:
-            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, protocol=PROTO_SASL))
+        if not self.fifo:
+            self._emit(key, self._exchange(ORPHAN_RESPONSE, None, msg, protocol=PROTO_SASL,
+                                           problems=["a SASL token from the broker with no "
+                                                     "client token waiting (lost in a "
+                                                     "capture gap, or not captured)"]))
+            return
+        # tokens answer in order; after lost or skipped bytes a token may be missing on
+        # either side: a broker token answers the oldest waiting client token of the
+        # message kind it answers (SCRAM), else the oldest one, marked uncertain
+        loss = sum(fr.gap_bytes + fr.skipped_bytes for fr in self.framers)
+        uncertain = loss != self.loss_seen
+        self.loss_seen = loss
+        chosen = self.fifo[0]
+        if uncertain:
+            want = _SASL_ANSWERS.get(_sasl_message(msg))
+            match = next((p for p in self.fifo if _sasl_message(p.msg) == want), None) \
+                if want is not None else None
+            if match is not None:
+                chosen, uncertain = match, False
+        while self.fifo[0] is not chosen:
+            self._unanswered(self.fifo.popleft(), "no response: a later SASL token was "
+                                                  "answered (its response was probably lost "
+                                                  "in a capture gap)")
+        self.fifo.popleft()
+        chosen.done = True
+        problems = ["paired by order after a capture gap: the pairing is uncertain"] \
+            if uncertain else None
+        self._emit(chosen.key, self._exchange(PAIRED, chosen.msg, msg, protocol=PROTO_SASL,
+                                              problems=problems))
 
     # ------------------------------------------------------------------- 0.7
     def _legacy(self, client: bool, f: Frame, d: int) -> None:

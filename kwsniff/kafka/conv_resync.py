@@ -5,7 +5,9 @@ in direction ``d`` for :class:`kwsniff.kafka.framing.Framer` (NO, WEAK, STRONG, 
 requests need a plausible header with a growing correlation id and are STRONG when they
 decode exactly; responses need a plausible size and a growing correlation id and are
 STRONG when the id is a waiting request's and the frame decodes (all but a few bytes) as
-its response; 0.7 requests are STRONG when they parse exactly.  Never raises.
+its response; 0.7 requests are STRONG when they parse exactly; in raw SASL mode (after a
+v0 SaslHandshake) a whole token of the connection's mechanism that decodes without a
+problem is STRONG in either direction.  Never raises.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from kwsniff.kafka.conv_state import CORR_SPREAD, KAFKA07, corr_after
 from kwsniff.kafka.framing import NO, SHORT, STRONG, WEAK
 
 _I32 = struct.Struct(">i")
+#: largest raw SASL token the resynchronisation looks for (GSSAPI tokens are a few KB)
+SASL_TOKEN_MAX = 65536
 
 
 class ResyncChecks:
@@ -30,12 +34,30 @@ class ResyncChecks:
     last_req_corr: int | None
     last_resp_corr: int | None
     corr_hi: int | None
+    sasl_raw: bool
+    summary: Any
 
     def _check0(self, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
         return self._check(0, buf, pos, end)
 
     def _check1(self, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
         return self._check(1, buf, pos, end)
+
+    def _sasl_token_at(self, d: int, buf: bytearray, pos: int, end: int
+                       ) -> tuple[int, int] | None:
+        """STRONG for a whole raw SASL token (after a v0 SaslHandshake) of the
+        connection's mechanism that decodes without a problem; None otherwise (the Kafka
+        checks decide)."""
+        if end - pos < 4:
+            return None
+        size = _I32.unpack_from(buf, pos)[0]
+        if size <= 0 or size > SASL_TOKEN_MAX or pos + 4 + size > end:
+            return None
+        token = bytes(buf[pos + 4:pos + 4 + size])
+        if decoding.sasl_token_clean(token, self.summary.sasl_mechanism,
+                                     d == self.client_dir) is None:
+            return None
+        return STRONG, size
 
     def _check(self, d: int, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
         """Hunting verdict for a frame start at ``pos`` in direction ``d``."""
@@ -53,6 +75,10 @@ class ResyncChecks:
                 return (STRONG, got) if got is not None else (NO, 0)
             got = legacy07.plausible_response_at(buf, pos, end, max_frame)
             return (WEAK, got) if got is not None else ((SHORT, 0) if end - pos < 6 else (NO, 0))
+        if self.sasl_raw:
+            got = self._sasl_token_at(d, buf, pos, end)
+            if got is not None:
+                return got
         if d == self.client_dir:
             h = plausible.request_header_at(buf, pos, end, max_frame)
             if h is None:

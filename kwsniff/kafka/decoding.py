@@ -151,6 +151,20 @@ def decode_sasl_token(token: bytes, mechanism: str | None, from_client: bool,
     return out, token
 
 
+def sasl_token_clean(token: bytes, mechanism: str | None, from_client: bool) -> str | None:
+    """The message kind (``client-first``, ``server-final``, ...) of a raw SASL token
+    that decodes without a problem as ``mechanism``'s, else None (a resynchronisation
+    check: such bytes may start a token frame)."""
+    try:
+        data = _sasl.decode_sasl_token(token, mechanism, from_client=from_client)
+    except Exception:  # noqa: BLE001
+        return None
+    message = data.get("message")
+    if data.get("problems") or not isinstance(message, str) or message == "empty":
+        return None
+    return message
+
+
 def sasl_shape(token: bytes) -> str | None:
     """The SASL mechanism a client token looks like (PLAIN, SCRAM, GSSAPI, OAUTHBEARER),
     or None when it has no recognisable shape."""

@@ -210,6 +210,45 @@ def test_sasl_handshake_v0_raw_tokens() -> None:
     assert b"s3cret" in out2[2].request.raw
 
 
+def _scram_v0_session() -> Sim:
+    s = Sim()
+    s.c(kreq(SaslHandshakeRequest, 0, 1, mechanism="SCRAM-SHA-256"))
+    s.s(kresp(SaslHandshakeResponse, 0, 1, error_code=0, mechanisms=["SCRAM-SHA-256"]))
+    s.c(frame(b"n,,n=erin,r=abcdefgh"))                          # packet 5 (after the SYNs)
+    s.s(frame(b"r=abcdefghSRV,s=c2FsdA==,i=4096"))               # packet 6
+    s.c(frame(b"c=biws,r=abcdefghSRV,p=cHJvb2Zwcm9vZnByb29m"))  # packet 7
+    s.s(frame(b"e=unknown-user"))                                # packet 8
+    md = metadata(3)
+    s.c(md.request)
+    s.s(md.response)
+    return s
+
+
+def test_raw_sasl_tokens_after_a_lost_broker_token() -> None:
+    """The server-first token is lost: the framer finds the server-final token again
+    and it answers the client-final one (SCRAM kinds); the client-first one is
+    unanswered, and the Kafka traffic after them is paired as before."""
+    eng, out = run(_scram_v0_session(), drop=[(0, 6)])
+    got = [(e.protocol, e.status) for e in out]
+    assert got == [("kafka", PAIRED), ("kafka-sasl", UNANSWERED), ("kafka-sasl", PAIRED),
+                   ("kafka", PAIRED)]
+    first, final = out[1], out[2]
+    assert first.request.body["data"]["message"] == "client-first"
+    assert "lost in a capture gap" in first.problems[0]
+    assert final.request.body["data"]["message"] == "client-final"
+    assert final.response.body["data"]["error"] == "unknown-user" and not final.problems
+    assert b"cHJvb2Zw" not in final.request.raw
+
+
+def test_raw_sasl_tokens_after_a_lost_client_token() -> None:
+    eng, out = run(_scram_v0_session(), drop=[(0, 7)])
+    got = [(e.protocol, e.status) for e in out]
+    assert got == [("kafka", PAIRED), ("kafka-sasl", PAIRED), ("kafka-sasl", ORPHAN_RESPONSE),
+                   ("kafka", PAIRED)]
+    assert out[2].response.body["data"]["message"] == "server-final"
+    assert "no client token waiting" in out[2].problems[0]
+
+
 def test_topic_ids_resolved_from_metadata() -> None:
     tid = uuid.UUID("12345678-1234-5678-1234-567812345678")
     s = Sim()
