@@ -1029,13 +1029,14 @@ def _sasl_message(decoded: Any, mechanism: bool = True) -> str | None:
              str(data["message"]) if data.get("message") else None]
     for key in ("username", "user", "authzid"):
         if data.get(key):
-            parts.append(f"user {short(data[key])}")
+            parts.append(f"user {short(data[key], 32)}")
             break
     error = data.get("error")
     if isinstance(error, dict):        # OAUTHBEARER's JSON error ({"status": ...})
-        error = error.get("status") or "yes"
-    if error:
-        parts.append(f"SASL error {short(error)}")
+        status = error.get("status")
+        parts.append(_join("SASL error", short(status, 40) if status else None))
+    elif error:
+        parts.append(f"SASL error {short(error, 40)}")
     return _join(*parts) or None
 
 

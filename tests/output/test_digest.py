@@ -22,6 +22,8 @@ from kafka.protocol.metadata.find_coordinator import (
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse,
+                                 SaslHandshakeRequest)
 from kafka.protocol.producer.transaction import (
     EndTxnRequest,
     EndTxnResponse,
@@ -204,3 +206,15 @@ def test_broken_digest_falls_back_to_generic():
             "orders [0..2] 120 records → no response"
     finally:
         mod._REQUEST[0] = saved
+
+
+def test_sasl_authenticate_says_what_the_token_says():
+    request(build(SaslHandshakeRequest, 1, {"Mechanism": "OAUTHBEARER"}))   # the mechanism
+    ex = _pair(SaslAuthenticateRequest, SaslAuthenticateResponse, 2,
+               {"AuthBytes": b"n,a=svc,\x01auth=Bearer abc.def.ghi\x01\x01"},
+               {"ErrorCode": 58, "ErrorMessage": "bad token",
+                "AuthBytes": b'{"status":"invalid_token"}', "SessionLifetimeMs": 0})
+    text = digest(ex)
+    assert "OAUTHBEARER initial-response user svc 34 B token → SASL_AUTHENTICATION_FAILED" in text
+    assert text.endswith("SASL error invalid_token")
+    assert "abc.def" not in text

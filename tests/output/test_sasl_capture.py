@@ -82,3 +82,16 @@ def test_export_names_bare_token_exchanges(capsys: pytest.CaptureFixture[str]) -
     bare = [o for o in objs if o.get("protocol") == "kafka-sasl"]
     assert [(o["api_name"], o["api_key"], o["status"]) for o in bare] == [("SASL", None, "paired")] * 2
     assert bare[1]["response"]["data"]["error"] == "unknown-user"
+
+
+@pytest.mark.parametrize("expr,count", [
+    ('sasl_error == "unknown-user"', 4),
+    ("sasl_error", 4),
+    ('sasl_user == "alice"', 1),
+    ('sasl_user in {"alice", "bob", "dave", "erin"}', 4),    # the client-first messages
+    ('sasl_mechanism == "PLAIN"', 1),                        # its handshake only
+    ('sasl_mechanism contains "SCRAM" and api == "SaslHandshake"', 4),
+    ('sasl_mechanism == "SCRAM-SHA-256" and protocol == "kafka-sasl"', 2),
+])
+def test_sasl_filter_fields(expr: str, count: int, capsys: pytest.CaptureFixture[str]) -> None:
+    assert len(_run(capsys, "decode", "-Y", expr).splitlines()) == count
