@@ -13,7 +13,8 @@ Contract:
 * Result keys: ``mechanism``, ``message`` (``initial-response``, ``client-first``,
   ``server-first``, ``client-final``, ``server-final``, ``server-error``, ``empty``,
   ``opaque``...), mechanism-specific fields, ``redacted`` (bool), ``secret_spans``, and
-  ``problems`` when the token does not parse as expected.
+  ``problems`` when the token does not parse as expected. :func:`token_user` and
+  :func:`token_error` read the user and the error out of a result.
 """
 
 from __future__ import annotations
@@ -42,6 +43,26 @@ def decode_sasl_token(data: bytes | None, mechanism: str | None = None, *,
     out.setdefault("secret_spans", [])
     out["redacted"] = bool(out["secret_spans"]) and not show_secrets
     return out
+
+
+def token_user(data: dict[str, Any]) -> str | None:
+    """The user a decoded token names (PLAIN/SCRAM ``username``, ``user``, OAUTHBEARER
+    ``authzid``), if any."""
+    for key in ("username", "user", "authzid"):
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def token_error(data: dict[str, Any]) -> str | None:
+    """The error a decoded token carries (SCRAM ``e=``, OAUTHBEARER's JSON ``status``);
+    ``""`` for an error without a text; None when there is none."""
+    error = data.get("error")
+    if isinstance(error, dict):          # OAUTHBEARER's JSON error document
+        status = error.get("status")
+        return status if isinstance(status, str) else ""
+    return error if isinstance(error, str) and error else None
 
 
 def redact_token(data: bytes, spans: list[list[int]] | list[tuple[int, int]]) -> bytes:

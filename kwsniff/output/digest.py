@@ -24,6 +24,7 @@ from typing import Any
 from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, ORPHAN_RESPONSE, UNANSWERED, Exchange, \
     KafkaMessage
 from kwsniff.kafka.records import Records
+from kwsniff.kafka.sasl import token_error, token_user
 from kwsniff.output import extra_fields
 from kwsniff.output.facts import ExchangeFacts, uuid_text
 from kwsniff.output.names import LEGACY_PROTOCOL, SASL_PROTOCOL, api_label, error_label
@@ -1027,16 +1028,11 @@ def _sasl_message(decoded: Any, mechanism: bool = True) -> str | None:
         return None
     parts = [str(data["mechanism"]) if mechanism and data.get("mechanism") else None,
              str(data["message"]) if data.get("message") else None]
-    for key in ("username", "user", "authzid"):
-        if data.get(key):
-            parts.append(f"user {short(data[key], 32)}")
-            break
-    error = data.get("error")
-    if isinstance(error, dict):        # OAUTHBEARER's JSON error ({"status": ...})
-        status = error.get("status")
-        parts.append(_join("SASL error", short(status, 40) if status else None))
-    elif error:
-        parts.append(f"SASL error {short(error, 40)}")
+    user, error = token_user(data), token_error(data)
+    if user:
+        parts.append(f"user {short(user, 32)}")
+    if error is not None:
+        parts.append(_join("SASL error", short(error, 40) if error else None))
     return _join(*parts) or None
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kwsniff.kafka.model import STATUSES
+from kwsniff.kafka.sasl import token_error, token_user
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.names import SASL_PROTOCOL, api_label, api_names, error_names
 
@@ -113,20 +114,14 @@ def _sasl_mechanism(f: ExchangeFacts) -> str | None:
 
 
 def _sasl_user(f: ExchangeFacts) -> str | None:
-    for data in _sasl_data(f):
-        for key in ("username", "user", "authzid"):
-            if isinstance(data.get(key), str) and data[key]:
-                return data[key]
-    return None
+    return next(filter(None, map(token_user, _sasl_data(f))), None)
 
 
 def _sasl_error(f: ExchangeFacts) -> str | None:
     for data in _sasl_data(f):
-        error = data.get("error")
-        if isinstance(error, dict):           # OAUTHBEARER's JSON error document
-            error = error.get("status") or "error"
-        if isinstance(error, str) and error:
-            return error
+        error = token_error(data)
+        if error is not None:
+            return error or "error"      # (an OAUTHBEARER error without a status)
     return None
 
 
