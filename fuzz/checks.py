@@ -17,7 +17,9 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kwsniff import accel
 from kwsniff.kafka.model import STATUSES, Exchange, KafkaMessage
+from kwsniff.kafka.records import Records
 from kwsniff.tcp import ConnectionClosed, ConnectionOpened, StreamData, StreamGap
 
 
@@ -228,8 +230,6 @@ def _check_tree(root: Any, ex: Exchange) -> None:
 def exact(obj: Any) -> Any:
     """A comparable form of a decoded value that keeps types and dict key order
     (floats by their bits: NaN payloads and -0.0 too; record sets by their bytes)."""
-    from kwsniff.kafka.records import Records
-
     if isinstance(obj, dict):
         return ("dict", [(k, exact(v)) for k, v in obj.items()])
     if isinstance(obj, (list, tuple)):
@@ -258,8 +258,6 @@ def check_same_decoding(fn: Any, buf: Any, pos: int, where: str) -> bool:
     the generated Python alone gives: same dict (keys, order, types, values), end
     offset, problems, exception. Where C accepts the bytes, Python reports nothing.
     Returns whether C accepted."""
-    from kwsniff import accel
-
     got, want = decoding_outcome(fn, buf, pos), decoding_outcome(fn.python, buf, pos)
     require(got == want, f"{where}: C-first decoding {got!r} differs from the Python "
                          f"decoder's {want!r}")

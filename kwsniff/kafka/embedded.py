@@ -40,6 +40,7 @@ from typing import Any, Hashable
 from kwsniff.kafka import sasl as _sasl
 from kwsniff.kafka.internal_topics import decode_prefixed
 from kwsniff.kafka.model import KafkaMessage
+from kwsniff.kafka.protocol.decoder import field_spans
 from kwsniff.kafka.records import Records
 
 SUBSCRIPTION = "ConsumerProtocolSubscription"
@@ -222,8 +223,6 @@ def _mask_in_frame(msg: KafkaMessage, token: bytes, masked: bytes) -> None:
     """The frame itself (``msg.raw``: hex views) with the token's secret bytes masked
     too: at the AuthBytes field's place (from its byte range), else wherever the token's
     bytes occur in the frame (never left unmasked)."""
-    from kwsniff.kafka.protocol.decoder import field_spans
-
     frame = bytes(msg.raw)
     for span in field_spans(msg):
         if span.section == "body" and span.path == ("AuthBytes",):
