@@ -9,10 +9,12 @@ Contract:
   ``min(usable CPUs, AUTO_MAX_JOBS)`` where rendering dominates (``decode -V`` or
   ``-x``, ``export``) on uncompressed files of at least :data:`AUTO_MIN_BYTES`. Summary
   lines use ``min(usable CPUs, SUMMARY_MAX_JOBS)`` on uncompressed files of at least
-  :data:`SUMMARY_MIN_BYTES`: the decoding that every worker repeats is most of their
-  time, so a second process gains 10-25% wall time (for ~1.6x the CPU) and more gain
-  little. One process otherwise (compressed: every worker would decompress the whole
-  file).
+  :data:`SUMMARY_MIN_BYTES` whose first :data:`SUMMARY_SAMPLE_PACKETS` packets average
+  at most :data:`SUMMARY_MAX_MEAN_PACKET` bytes: the decoding that every worker repeats
+  is most of their time, so a second process gains 10-25% wall time (for ~1.6x the
+  CPU) where exchanges are many and small, loses where packets are large, and more
+  processes gain little. One process otherwise (compressed: every worker would
+  decompress the whole file).
 * :func:`decode_in_parallel` and :func:`export_in_parallel` write exactly the output
   (standard output / the ``-o`` file) and standard error of the one-process command;
   both use :func:`run_workers`. Every worker runs the whole engine over the whole capture
@@ -76,6 +78,13 @@ AUTO_MAX_JOBS = 4
 #: ``auto`` for summary lines: at least this big a file, at most this many processes
 SUMMARY_MIN_BYTES = 64 << 20
 SUMMARY_MAX_JOBS = 2
+#: ... and only when the first packets are small on average: large packets carry few
+#: exchanges per byte, the engine that every worker repeats is then nearly all the work
+#: and a second process is slower (bulk benchmark capture, 1,214 B per packet: 1.00 s
+#: against 0.87 s; chatty, 330 B: 3.2 s against 3.8 s on its first 150,000 packets;
+#: 575 B: even)
+SUMMARY_MAX_MEAN_PACKET = 448
+SUMMARY_SAMPLE_PACKETS = 20_000
 #: consecutive exchanges one worker renders (one record, one write in the parent)
 BLOCK = 32
 #: text a worker holds before it sends part of a block
@@ -127,20 +136,31 @@ def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
         if info.st_size < (AUTO_MIN_BYTES if heavy else SUMMARY_MIN_BYTES):
             return 1
         jobs = min(_usable_cpus(), AUTO_MAX_JOBS if heavy else SUMMARY_MAX_JOBS)
-        if jobs > 1 and _compressed(args.capture):
-            return 1
+        if jobs > 1:
+            compressed, mean = _sample(args.capture, 0 if heavy else SUMMARY_SAMPLE_PACKETS)
+            if compressed or (not heavy and mean > SUMMARY_MAX_MEAN_PACKET):
+                return 1
     return max(1, jobs)
 
 
-def _compressed(path: str) -> bool:
+def _sample(path: str, packets: int) -> tuple[bool, float]:
     """Whether the capture is compressed (True too when it cannot be opened: the
-    one-process path then reports why)."""
+    one-process path then reports why), and the mean captured length of its first
+    ``packets`` packets (0.0 when none are read)."""
     from kwsniff.capture import open_capture
     try:
         with open_capture(path) as source:
-            return source.compression is not None
+            if source.compression is not None:
+                return True, 0.0
+            n = total = 0
+            if packets:
+                for n, packet in enumerate(source, 1):
+                    total += len(packet[3])
+                    if n >= packets:
+                        break
+            return False, total / n if n else 0.0
     except (OSError, CaptureError):
-        return True
+        return True, 0.0
 
 
 # ----------------------------------------------------------------------------- workers
