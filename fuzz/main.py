@@ -38,7 +38,7 @@ def _import_all() -> None:
 def _instrument_generated_decoders(atheris: object) -> None:
     from kwsniff import accel
     from kwsniff.kafka.protocol import codegen, decoder
-    from kwsniff.kafka.protocol.cprogram import with_accelerator
+    from kwsniff.kafka.protocol.cprogram import python_function, with_accelerator
 
     original = codegen.compile_decoder
 
@@ -49,8 +49,9 @@ def _instrument_generated_decoders(atheris: object) -> None:
             return atheris.instrument_func(fn)  # type: ignore[attr-defined]
         # The C decoder runs first: the generated Python behind it is what gets the
         # coverage counters (instrumenting the wrapper would count one branch).
-        return with_accelerator(atheris.instrument_func(python),  # type: ignore[attr-defined]
-                                fn.program, accel.speedups.decode_fields)
+        return with_accelerator(
+            atheris.instrument_func(python_function(fn)),  # type: ignore[attr-defined]
+            fn.program, accel.speedups.decode_fields)
 
     decoder.compile_decoder = compile_instrumented  # type: ignore[assignment]
 

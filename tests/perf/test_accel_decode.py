@@ -222,3 +222,27 @@ def test_every_schema_builds_a_program() -> None:
     assert count > 500
     produce = decoder.body_decoder(0, "request", 9).program
     assert [op[0] for op in produce[0]] == [OP_STRING, OP_FIXED, OP_ARRAY]
+
+
+def test_python_decoder_built_only_when_needed() -> None:
+    """The generated Python behind the C decoder is compiled on first need: not for
+    bytes C decodes, at once where C declines, and the result is the Python one."""
+    from kwsniff.kafka.protocol.codegen import compile_decoder
+    from kwsniff.kafka.protocol.cprogram import LazyPython, python_function
+    from kwsniff.kafka.protocol.schema import message_schema
+
+    seg = message_schema(18, "request", 3)                # ApiVersions request v3
+    assert seg is not None
+    fn = compile_decoder(seg[4], 3, True)
+    lazy = fn.python
+    assert isinstance(lazy, LazyPython) and not lazy.built
+    good = b"\x06kafka\x041.0\x00"                        # two compact strings, no tags
+    out: dict = {}
+    assert fn(good, 0, out, [], None) == len(good)
+    assert out == {"ClientSoftwareName": "kafka", "ClientSoftwareVersion": "1.0"}
+    assert not lazy.built                                 # C decoded it
+    cut = good[:4]                                        # C declines a cut message
+    got = decoding_outcome(fn, cut, 0)
+    assert lazy.built and "def " in lazy.source
+    assert python_function(fn) is lazy.function()
+    assert got == decoding_outcome(lazy.function(), cut, 0) and got[0] == "raised"

@@ -29,7 +29,7 @@ import struct
 from typing import Any, Callable
 
 from kwsniff.accel import speedups
-from kwsniff.kafka.protocol.cprogram import build_program, with_accelerator
+from kwsniff.kafka.protocol.cprogram import LazyPython, build_program, with_accelerator
 from kwsniff.kafka.protocol.layout import FIXED as _FIXED
 from kwsniff.kafka.protocol.layout import MAX_EMPTY_ELEMENTS, Layout
 from kwsniff.kafka.protocol.schema import (
@@ -348,7 +348,21 @@ class _Compiler(Layout):
 
 def compile_decoder(fields: tuple, version: int, flexible: bool, with_spans: bool = False,
                     name: str = "decode") -> DecodeFn:
-    """Build the decode function for ``fields`` at ``version`` (see module docstring)."""
+    """Build the decode function for ``fields`` at ``version`` (see module docstring).
+    With the C accelerator (and no spans) the generated Python behind it is compiled
+    only when first needed: where the C decoder declines, or when ``fn.python`` is
+    called or ``fn.python.function()`` asked for (most messages never need it, and
+    compiling costs ~1 ms per decoder at start-up)."""
+    if speedups is not None and not with_spans:
+        program = build_program(fields, version, flexible, Records)
+        python = LazyPython(lambda: _generate(fields, version, flexible, False, name))
+        return with_accelerator(python, program, speedups.decode_fields)
+    return _generate(fields, version, flexible, with_spans, name)
+
+
+def _generate(fields: tuple, version: int, flexible: bool, with_spans: bool,
+              name: str) -> DecodeFn:
+    """The generated Python decode function (``fn.source`` holds its source)."""
     c = _Compiler(version, flexible, with_spans)
     c.w(1, "L = len(buf)")
     c.struct_body(fields, "r", 1, [], "")
@@ -358,7 +372,4 @@ def compile_decoder(fields: tuple, version: int, flexible: bool, with_spans: boo
     exec(code, c.ns)  # noqa: S102 - source generated above from the schema table only
     fn = c.ns[name]
     fn.source = src  # type: ignore[attr-defined]
-    if speedups is not None and not with_spans:
-        program = build_program(fields, version, flexible, Records)
-        return with_accelerator(fn, program, speedups.decode_fields)
     return fn

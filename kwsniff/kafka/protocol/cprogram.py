@@ -6,9 +6,10 @@ generated Python decoders. :func:`with_accelerator` wraps a generated decoder so
 ``_speedups.decode_fields`` decodes first; where the C decoder declines (malformed or
 truncated input, a null in a non-nullable field, a tagged field that does not decode
 exactly, a buffer that is not ``bytes``, a Python exception) it leaves ``out`` empty and
-the generated Python decoder decodes the bytes, as it always did. Where the C decoder
-succeeds, ``out`` holds what the Python decoder would have put there, key for key and in
-the same order, and no problem was found (``tests/perf/test_accel_decode.py``).
+the generated Python decoder decodes the bytes, as it always did (that decoder is
+built on first use: :class:`LazyPython`). Where the C decoder succeeds, ``out`` holds
+what the Python decoder would have put there, key for key and in the same order, and
+no problem was found (``tests/perf/test_accel_decode.py``).
 
 Program: a struct is ``(ops, flexible, tagged)``: the in-line fields in order, whether a
 tagged-field section follows, and ``{tag: op}``. Ops (``name`` None for an array's
@@ -97,9 +98,42 @@ def build_program(fields: tuple, version: int, flexible: bool, records: type) ->
     return _Builder(version, flexible, records).struct(fields)
 
 
+class LazyPython:
+    """A generated Python decoder built on its first call (or :meth:`function`):
+    ``build()`` returns the function. Calls go to that function."""
+
+    __slots__ = ("_build", "_fn")
+
+    def __init__(self, build: Callable[[], Callable[..., int]]) -> None:
+        self._build: Callable[[], Callable[..., int]] | None = build
+        self._fn: Callable[..., int] | None = None
+
+    def function(self) -> Callable[..., int]:
+        """The generated function (built now if it was not yet)."""
+        fn = self._fn
+        if fn is None:
+            assert self._build is not None
+            fn = self._fn = self._build()
+            self._build = None
+        return fn
+
+    @property
+    def built(self) -> bool:
+        return self._fn is not None
+
+    @property
+    def source(self) -> str:
+        return getattr(self.function(), "source", "")
+
+    def __call__(self, buf: bytes, pos: int, out: dict, problems: list,
+                 spans: Any = None) -> int:
+        return self.function()(buf, pos, out, problems, spans)
+
+
 def with_accelerator(python_fn: Callable[..., int], program: tuple,
                      decode_fields: Any) -> Callable[..., int]:
-    """``python_fn`` with the C decoder tried first (see the module docstring)."""
+    """``python_fn`` (a function or a :class:`LazyPython`) with the C decoder tried
+    first (see the module docstring); ``fn.python`` is ``python_fn``."""
 
     def decode(buf: bytes, pos: int, out: dict, problems: list, spans: Any = None) -> int:
         end = decode_fields(buf, pos, out, program)
@@ -109,5 +143,11 @@ def with_accelerator(python_fn: Callable[..., int], program: tuple,
 
     decode.python = python_fn  # type: ignore[attr-defined]
     decode.program = program  # type: ignore[attr-defined]
-    decode.source = getattr(python_fn, "source", "")  # type: ignore[attr-defined]
     return decode
+
+
+def python_function(fn: Callable[..., int]) -> Callable[..., int]:
+    """The generated Python function behind a decoder ``fn`` (``fn`` itself when no C
+    decoder runs first), built now if it was not yet."""
+    python = getattr(fn, "python", fn)
+    return python.function() if isinstance(python, LazyPython) else python
