@@ -265,3 +265,53 @@ def check_same_decoding(fn: Any, buf: Any, pos: int, where: str) -> bool:
     require(not accepted or (want[0] == "ok" and not want[3]),
             f"{where}: the C decoder accepted bytes the Python decoder reports: {want!r}")
     return accepted
+
+
+def _records_tags(obj: Any, out: list) -> list:
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _records_tags(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            _records_tags(v, out)
+    elif isinstance(obj, Records):
+        out.append((obj.topic, obj.partition))
+    return out
+
+
+def message_state(msg: KafkaMessage | None) -> Any:
+    """Everything decoded of a message, comparable (body by :func:`exact`, the record
+    sets' topic/partition tags, problems in order)."""
+    if msg is None:
+        return None
+    return (msg.kind, msg.api_key, msg.api_version, msg.correlation_id, msg.client_id,
+            exact(msg.header), msg.header_version, exact(msg.body), msg.body_offset,
+            msg.body_end, list(msg.problems), msg.inferred, msg.frame_first, msg.frame_last,
+            msg.ts_first, msg.ts_last, msg.stream_offset, msg.missing, msg.raw,
+            msg.deferred is None, _records_tags(msg.body, []))
+
+
+def exchange_state(ex: Exchange) -> Any:
+    """An exchange and its messages, comparable."""
+    return (ex.index, ex.stream, ex.client, ex.broker, ex.status, ex.protocol,
+            list(ex.problems), message_state(ex.request), message_state(ex.response))
+
+
+def engine_view(ex: Exchange) -> tuple:
+    """What the engine decides about an exchange, whether or not its bodies are decoded."""
+    return (ex.index, ex.stream, ex.status, ex.protocol, ex.api_key, ex.api_version,
+            ex.correlation_id, len(ex.problems))
+
+
+def check_deferred_same(eager: Sequence[Exchange], deferred: Sequence[Exchange],
+                        completed: Any) -> None:
+    """``deferred`` (an engine run with ``defer_bodies``, the exchanges for which
+    ``completed(ex)`` holds passed to :func:`kwsniff.kafka.decoding.complete`) is
+    ``eager``: the same engine decisions for all, the same state for the completed."""
+    require([engine_view(e) for e in deferred] == [engine_view(e) for e in eager],
+            "deferring bodies changed the engine's exchanges")
+    for d, e in zip(deferred, eager):
+        if completed(d):
+            require(exchange_state(d) == exchange_state(e),
+                    f"exchange {e.index}: completed deferred bodies differ from eager "
+                    f"decoding: {exchange_state(d)!r} != {exchange_state(e)!r}")

@@ -55,6 +55,10 @@ class EngineOptions:
     reorder_limit: int = 10_000          # exchanges held back for capture order
     bodies: bool = True                  # decode bodies (False: headers only, faster)
     show_secrets: bool = False           # keep SASL passwords/tokens unmasked
+    # leave bodies only output needs undecoded until kwsniff.kafka.decoding.complete
+    # (decoding workers that render some of the exchanges; the engine's own decisions,
+    # counters and exchange order are unchanged)
+    defer_bodies: bool = False
     max_problems: int = 1000             # run problems kept (the rest are counted)
     max_connection_summaries: int = 100_000
     tcp: TcpOptions | None = None        # TCP layer limits
@@ -121,7 +125,8 @@ class Engine:
             ports=opts.ports, auto_detect=opts.auto_detect, max_frame=opts.max_frame,
             window=opts.resync_window, detect_budget=opts.detect_budget, timeout=opts.timeout,
             overtake_limit=opts.overtake_limit, orphan_delay=opts.orphan_delay,
-            bodies=opts.bodies, show_secrets=opts.show_secrets, acks0_grace=opts.acks0_grace),
+            bodies=opts.bodies, show_secrets=opts.show_secrets, acks0_grace=opts.acks0_grace,
+            defer_bodies=opts.defer_bodies),
             self.summary, opts.reorder_limit)
         self.convs: dict[int, Conversation] = {}
         self.connections: dict[int, ConnectionSummary] = {}

@@ -6,7 +6,8 @@ Input: a stream script (:mod:`fuzz.wire`) — real conversations from ``pcaps/``
 seeds. Invariants: nothing raises; exchanges are numbered 1..n in order and well formed;
 no view hides an internal error; every delivered byte of a Kafka connection is in a
 message or counted as skipped; the run counters match the exchanges; run-level problems
-name their frame.
+name their frame; deferring bodies (as ``-j`` workers do) and completing some of them
+changes no exchange, and the completed ones equal the eager ones.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Iterable
 from fuzz import checks, wire
 from fuzz import seeds as _seeds
 from kwsniff.engine import Engine, EngineOptions
+from kwsniff.kafka.decoding import complete
+from kwsniff.kafka.model import Exchange
 from kwsniff.tcp import StreamData, TcpEventStream, TcpOptions
 
 MAX_LEN = 16384
@@ -43,10 +46,13 @@ def seeds() -> Iterable[bytes]:
                                                   (wire.OP_BROKER, wire.metadata_response(5))])
 
 
-def run(data: bytes) -> tuple[Engine, list, dict[int, int]]:
-    """Decode a script; returns the engine, the exchanges and delivered bytes per stream."""
+def run(data: bytes, defer: bool = False) -> tuple[Engine, list, dict[int, int]]:
+    """Decode a script; returns the engine, the exchanges and delivered bytes per stream
+    (``defer``: with deferred bodies, as ``-j`` workers decode)."""
     pkts = wire.packet_tuples(wire.script_packets(data))
-    eng = Engine(options())
+    opts = options()
+    opts.defer_bodies = defer
+    eng = Engine(opts)
     delivered: dict[int, int] = {}
     out: list = []
     for ev in TcpEventStream(pkts, eng.options.tcp):
@@ -57,8 +63,18 @@ def run(data: bytes) -> tuple[Engine, list, dict[int, int]]:
     return eng, out, delivered
 
 
+def _odd(ex: Exchange) -> bool:
+    return ex.index % 2 == 1
+
+
 def one_input(data: bytes) -> None:
     eng, exchanges, delivered = run(data)
+    # a -j worker defers bodies and completes those it renders: nothing else changes
+    lazy, deferred, _ = run(data, defer=True)
+    for ex in deferred:
+        if _odd(ex):
+            complete(ex, lazy.ctx.annotate_ctx)
+    checks.check_deferred_same(exchanges, deferred, _odd)
     checks.check_exchanges(exchanges)
     s = eng.summary
     checks.require(s.exchanges_total == len(exchanges), "exchange counter differs")

@@ -23,7 +23,11 @@ Contract:
   the exchanges it owns: block ``(index - 1) // BLOCK`` belongs to worker
   ``block % N``. Of the other exchanges it walks the facts only of messages whose
   schema can teach topic names (a struct with a ``TopicId``, or an unknown schema), so
-  the output layer's topic-id -> name map learns exactly as in one process.
+  the output layer's topic-id -> name map learns exactly as in one process. The engine
+  defers the bodies it does not read itself (``EngineOptions.defer_bodies``: Produce,
+  Fetch, ListOffsets, OffsetCommit, OffsetFetch, Heartbeat without topic ids); a worker
+  decodes them only for the exchanges it owns (:func:`kwsniff.kafka.decoding.complete`),
+  which then are exactly as one process decodes them.
 * Plugins loaded by the parent are inherited. What they would report during the run
   (hook failures, notices) is recorded by the workers as events and replayed, in
   exchange order, into the parent's own plugin objects, which count, de-duplicate and
@@ -63,6 +67,7 @@ from typing import IO, Any
 
 from kwsniff.commands.decode import engine_options, exchange_printer, open_output, report_end
 from kwsniff.errors import CaptureError, UserError
+from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.protocol.schema import message_schema
 from kwsniff.kafka.topic_ids import has_topic_ids
@@ -208,8 +213,10 @@ class _Sink:
 
 
 def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNames,
-           end_block: Callable[[], None], events: list[Any]) -> Iterator[Exchange]:
-    """The exchanges of ``worker``'s blocks; ``end_block()`` after each of them. The
+           end_block: Callable[[], None], events: list[Any],
+           complete: Callable[[Exchange], None]) -> Iterator[Exchange]:
+    """The exchanges of ``worker``'s blocks, each after ``complete(exchange)`` (the
+    bodies the engine deferred); ``end_block()`` after each block. The
     others only teach ``names`` (when their schema can). ``events`` (plugin events,
     see :class:`_PluginTap`) keeps those of this worker's blocks: the events that came
     before one of its exchanges and those of its output; at the end it holds the events
@@ -226,6 +233,7 @@ def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNa
             block, mine = b, b % jobs == worker
         if mine:
             events += before
+            complete(ex)
             yield ex
         elif _teaches(ex.request) or _teaches(ex.response):
             ExchangeFacts(ex, names).response_side   # noqa: B018 - walks both, learning
@@ -308,7 +316,11 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
     from kwsniff.plugin_api.cli import active_manager
     manager = active_manager()
     events = _PluginTap(manager).events if manager is not None else []
-    engine = Engine(engine_options(args))
+    options = engine_options(args)
+    # bodies that only output needs are decoded for the exchanges this worker renders
+    options.defer_bodies = True
+    engine = Engine(options)
+    annotate_ctx = engine.ctx.annotate_ctx
     selection = Selection(display_filter, None)
     parts: list[str] = []
     emit, extra = factory(engine, selection, parts.append)
@@ -328,7 +340,8 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
     with open_capture(args.capture) as source:
         if os.getppid() != parent:
             return      # the parent is gone already
-        owned = _owned(engine.run(source), worker, jobs, selection.names, end_block, events)
+        owned = _owned(engine.run(source), worker, jobs, selection.names, end_block, events,
+                       lambda ex: complete(ex, annotate_ctx))
         for ex, facts in selection(owned):
             emit(ex, facts)
             measured[1] += sum(map(len, parts[measured[0]:]))

@@ -36,13 +36,14 @@ class Options:
 
     __slots__ = ("ports", "auto_detect", "max_frame", "window", "detect_budget", "timeout",
                  "overtake_limit", "orphan_delay", "orphan_requests", "bodies", "recent_limit",
-                 "show_secrets", "acks0_grace")
+                 "show_secrets", "acks0_grace", "defer_bodies")
 
     def __init__(self, ports: Iterable[int] = (9092,), auto_detect: bool = True,
                  max_frame: int = 100 << 20, window: int = 4 << 20, detect_budget: int = 64 << 10,
                  timeout: float = 300.0, overtake_limit: int = 8, orphan_delay: float = 10.0,
                  orphan_requests: int = 32, bodies: bool = True, recent_limit: int = 256,
-                 show_secrets: bool = False, acks0_grace: float = 1.0) -> None:
+                 show_secrets: bool = False, acks0_grace: float = 1.0,
+                 defer_bodies: bool = False) -> None:
         self.ports = frozenset(ports)
         self.auto_detect = auto_detect
         self.max_frame = max_frame
@@ -56,6 +57,8 @@ class Options:
         self.recent_limit = recent_limit
         self.show_secrets = show_secrets
         self.acks0_grace = acks0_grace
+        # leave the bodies the layer does not need for later (kwsniff.kafka.decoding.complete)
+        self.defer_bodies = defer_bodies
 
 
 class Context:

@@ -405,7 +405,12 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
                 return
             self.sasl_raw = False
         opts = self.ctx.options
-        msg = decoding.header_request(raw) if f.missing else decoding.decode_request(raw, opts.bodies)
+        if f.missing:
+            msg = decoding.header_request(raw)
+        else:
+            msg = decoding.decode_request(raw, opts.bodies, opts.defer_bodies)
+            if msg.deferred is not None and plausible.request_fields(raw) is None:
+                decoding.complete_body(msg)    # its problems decide the SASL check below
         if msg.problems and not f.missing and plausible.request_fields(raw) is None:
             mech = decoding.sasl_shape(raw)
             if mech is not None:
@@ -550,7 +555,8 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
                          f: Frame) -> KafkaMessage:
         if f.missing or api_key is None or ver is None:
             return decoding.header_response(raw, api_key, ver)
-        return decoding.decode_response(raw, api_key, ver, self.ctx.options.bodies)
+        opts = self.ctx.options
+        return decoding.decode_response(raw, api_key, ver, opts.bodies, opts.defer_bodies)
 
     def _after_response(self, msg: KafkaMessage, req: KafkaMessage | None) -> None:
         """Learn from a decoded response (versions, topic ids, brokers, SASL state)."""

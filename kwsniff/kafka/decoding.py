@@ -6,6 +6,9 @@ Contract:
   (:mod:`kwsniff.kafka.protocol`) and never raise: an exception inside it becomes a
   problem on the returned message, which still carries the header fields parsed here.
   :func:`annotate` runs the embedded-data decoder (:mod:`kwsniff.kafka.embedded`).
+* With ``defer`` (decoding workers that render only some of the exchanges), bodies
+  the conversation layer does not need (:func:`deferrable`) are left undecoded;
+  :func:`complete` decodes and annotates them before an exchange is rendered.
 * :func:`header_request` / :func:`header_response` parse only the fixed header prefix
   (used when bodies are not wanted and for frames cut by a capture gap).
 * :func:`decode_sasl_token` decodes a raw SASL token (SaslHandshake v0 flow) and masks
@@ -22,8 +25,11 @@ from kwsniff.kafka import protocol as _protocol
 from kwsniff.kafka import sasl as _sasl
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
 from kwsniff.kafka.plausible import CONTROLLED_SHUTDOWN
+from kwsniff.kafka.protocol.decoder import complete_body
+from kwsniff.kafka.topic_ids import has_topic_ids
 
 _HHI = struct.Struct(">hhi")
+_HH = struct.Struct(">hh").unpack_from
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 
@@ -65,28 +71,65 @@ def header_response(raw: bytes, api_key: int | None, api_version: int | None) ->
     return msg
 
 
-def decode_request(raw: bytes, bodies: bool = True) -> KafkaMessage:
-    """Decode a request frame (header + body); never raises."""
+#: APIs whose bodies the conversation layer reads only to annotate them for output
+#: (never to pair, detect, learn or count): deferrable where no ``TopicId`` is in them
+DEFERRABLE_APIS = frozenset({0, 1, 2, 8, 9, 12})  # Produce Fetch ListOffsets OffsetCommit
+#                                                  # OffsetFetch Heartbeat
+_deferrable: dict[tuple[int, str, int], bool] = {}
+
+
+def deferrable(api_key: int, kind: str, version: int) -> bool:
+    """Whether a ``kind`` body of ``api_key`` v``version`` may be decoded later (see
+    :func:`complete`): an API of :data:`DEFERRABLE_APIS` in a version without topic ids."""
+    k = (api_key, kind, version)
+    known = _deferrable.get(k)
+    if known is None:
+        known = api_key in DEFERRABLE_APIS and not has_topic_ids(api_key, kind, version)
+        if len(_deferrable) < 4096:         # garbage versions must not grow it
+            _deferrable[k] = known
+    return known
+
+
+def decode_request(raw: bytes, bodies: bool = True, defer: bool = False) -> KafkaMessage:
+    """Decode a request frame (header + body); never raises. With ``defer`` a
+    :func:`deferrable` body is left for :func:`complete` (``msg.deferred`` set)."""
     if not bodies:
         return header_request(raw)
     try:
-        return _protocol.decode_request(raw)
+        if defer and len(raw) >= 4:
+            key, ver = _HH(raw, 0)
+            defer = deferrable(key, REQUEST, ver)
+        return _protocol.decode_request(raw, defer)
     except Exception as err:  # noqa: BLE001 - a decoder bug must not stop the capture
         msg = header_request(raw)
         msg.problems.append(f"internal decoder error: {type(err).__name__}: {err}")
         return msg
 
 
-def decode_response(raw: bytes, api_key: int, api_version: int, bodies: bool = True) -> KafkaMessage:
-    """Decode a response frame as ``(api_key, api_version)``; never raises."""
+def decode_response(raw: bytes, api_key: int, api_version: int, bodies: bool = True,
+                    defer: bool = False) -> KafkaMessage:
+    """Decode a response frame as ``(api_key, api_version)``; never raises. ``defer``
+    as for :func:`decode_request`."""
     if not bodies:
         return header_response(raw, api_key, api_version)
     try:
-        return _protocol.decode_response(raw, api_key, api_version)
+        return _protocol.decode_response(raw, api_key, api_version,
+                                         defer and deferrable(api_key, RESPONSE, api_version))
     except Exception as err:  # noqa: BLE001
         msg = header_response(raw, api_key, api_version)
         msg.problems.append(f"internal decoder error: {type(err).__name__}: {err}")
         return msg
+
+
+def complete(exchange: Any, context: Any) -> None:
+    """Decode the deferred bodies of ``exchange`` and annotate them as the conversation
+    layer annotates bodies it decodes at once (``context``: the run's annotate context),
+    so that it is then exactly what an eager decode gives. Never raises."""
+    req, resp = exchange.request, exchange.response
+    if req is not None and req.deferred is not None and complete_body(req):
+        annotate(req, None, context, exchange.stream)
+    if resp is not None and resp.deferred is not None and complete_body(resp):
+        annotate(resp, req, context, exchange.stream)
 
 
 def decodes_exactly(msg: KafkaMessage | None) -> bool:

@@ -54,6 +54,8 @@ class KafkaMessage:
     ts_last: float = 0.0
     stream_offset: int = 0             # offset of the size prefix in its TCP direction
     missing: int = 0                   # bytes of the frame lost in a capture gap (raw is cut)
+    # a body left for later (kwsniff.kafka.protocol.decoder.complete_body), else None
+    deferred: Any = None
 
     @property
     def size(self) -> int:

@@ -89,16 +89,19 @@ def test_topic_names_learnt_as_in_one_process() -> None:
     """Every worker's output-layer topic-name map ends up equal (content and order) to
     the one-process map, though it walks the facts of few exchanges it does not own."""
     from kwsniff.capture import open_capture
-    from kwsniff.engine import Engine
+    from kwsniff.engine import Engine, EngineOptions
+    from kwsniff.kafka.decoding import complete
     from kwsniff.output.pipeline import Selection
 
     def names(worker: int | None, jobs: int = 3) -> list[tuple[str, str]]:
         selection = Selection()
         with open_capture(str(TANSU)) as source:
-            exchanges = Engine().run(source)
-            if worker is not None:
-                exchanges = parallel._owned(exchanges, worker, jobs, selection.names,
-                                            lambda: None, [])
+            engine = Engine(EngineOptions(defer_bodies=worker is not None))
+            exchanges = engine.run(source)
+            if worker is not None:      # as a worker does
+                exchanges = parallel._owned(
+                    exchanges, worker, jobs, selection.names, lambda: None, [],
+                    lambda ex: complete(ex, engine.ctx.annotate_ctx))
             for _ in selection(exchanges):
                 pass
         return list(selection.names._names.items())
@@ -361,7 +364,7 @@ def test_unknown_schemas_teach_topic_names(monkeypatch: pytest.MonkeyPatch) -> N
     for worker in range(3):
         selection = Selection()
         shown = list(selection(parallel._owned(exchanges(), worker, 3, selection.names,
-                                               lambda: None, [])))
+                                               lambda: None, [], lambda ex: None)))
         assert selection.names.get(tid) == "alpha"
         assert [facts.topics for _, facts in shown] == \
             [[["alpha"], ["gamma"], ["alpha"]][worker]]

@@ -16,6 +16,9 @@ Contract (see also docs/architecture.md):
 * :func:`decode_struct` decodes one non-API schema (``schema.struct_names()``) at a
   given version and returns ``(dict, end_offset)``.
 * :func:`field_spans` recomputes byte ranges on demand; bulk decoding never pays for it.
+* ``defer=True`` (decoding workers that render only some exchanges) decodes the header
+  and leaves a table body for :func:`complete_body`, which gives exactly the eager
+  result; ``msg.deferred`` is set meanwhile, ``body`` is None and ``body_offset`` set.
 * Decoders are compiled per (schema, version) on first use and cached for the process.
 * API keys/versions the table lacks are decoded by vendor extensions when one is
   registered (:mod:`kwsniff.kafka.protocol.extensions`); a failing extension leaves the
@@ -313,8 +316,40 @@ def _body(msg: KafkaMessage, fn: DecodeFn | None, missing: str | None, kind: str
 _REQUEST_START = struct.Struct(">hhi").unpack_from
 
 
-def decode_request(raw: bytes) -> KafkaMessage:
-    """Decode one request frame (without its 4-byte size prefix); never raises."""
+def _defer(msg: KafkaMessage, plan: _Plan, kind: str, version: int, pos: int) -> bool:
+    """Leave the body for :func:`complete_body` when it can be decoded later exactly as
+    now: a table schema (not a vendor extension) after a header without problems."""
+    if plan.vendor is not None or plan.body_fn is None or msg.problems:
+        return False
+    msg.body_offset = pos
+    msg.deferred = (plan.body_fn, kind, version, pos)
+    return True
+
+
+def complete_body(msg: KafkaMessage) -> bool:
+    """Decode a body :func:`decode_request` / :func:`decode_response` deferred (``defer``
+    true): ``body``, ``body_end`` and the body's problems end up as an eager decode
+    leaves them (its problems go before those added since, e.g. by the conversation
+    layer). Returns False when nothing was deferred. Never raises."""
+    deferred = msg.deferred
+    if deferred is None:
+        return False
+    msg.deferred = None
+    fn, kind, version, pos = deferred
+    problems = msg.problems
+    later = problems[:]                     # added after the header: they come after
+    del problems[:]
+    try:
+        _body(msg, fn, None, kind, version, pos)
+    except Exception as exc:  # noqa: BLE001 - contract: never raise on bad bytes
+        problems.append(f"internal decoder error: {type(exc).__name__}: {exc}")
+    problems += later
+    return True
+
+
+def decode_request(raw: bytes, defer: bool = False) -> KafkaMessage:
+    """Decode one request frame (without its 4-byte size prefix); never raises. With
+    ``defer`` the body may be left for :func:`complete_body` (``msg.deferred`` set)."""
     msg = KafkaMessage(kind=REQUEST, raw=raw)
     try:
         if len(raw) < 8:
@@ -330,15 +365,18 @@ def decode_request(raw: bytes) -> KafkaMessage:
         plan = _plan(REQUEST, api_key, api_version)
         pos = _header(msg, plan)
         msg.client_id = msg.header.get("ClientId")
-        if pos is not None:
+        if pos is not None and not (defer and _defer(msg, plan, REQUEST, api_version, pos)):
             _body(msg, plan.body_fn, plan.missing, REQUEST, api_version, pos, plan.vendor)
     except Exception as exc:  # noqa: BLE001 - contract: never raise on bad bytes
         msg.problems.append(f"internal decoder error: {type(exc).__name__}: {exc}")
     return msg
 
 
-def decode_response(raw: bytes, api_key: int, api_version: int) -> KafkaMessage:
-    """Decode one response frame given the request's api key and version; never raises."""
+def decode_response(raw: bytes, api_key: int, api_version: int,
+                    defer: bool = False) -> KafkaMessage:
+    """Decode one response frame given the request's api key and version; never raises.
+    With ``defer`` the body may be left for :func:`complete_body` (not an ApiVersions
+    body)."""
     msg = KafkaMessage(kind=RESPONSE, raw=raw, api_key=api_key, api_version=api_version)
     try:
         if len(raw) < 4:
@@ -351,6 +389,8 @@ def decode_response(raw: bytes, api_key: int, api_version: int) -> KafkaMessage:
         if pos is None:
             return msg
         fn, missing, version = plan.body_fn, plan.missing, api_version
+        if defer and api_key != API_VERSIONS and _defer(msg, plan, RESPONSE, version, pos):
+            return msg
         if api_key == API_VERSIONS and len(raw) >= pos + 2:
             version = apiversions_body_version(api_version, _I16(raw, pos)[0])
             if version != api_version:
