@@ -214,10 +214,10 @@ class _Sink:
 
 def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNames,
            end_block: Callable[[], None], events: list[Any],
-           complete: Callable[[Exchange], None]) -> Iterator[Exchange]:
-    """The exchanges of ``worker``'s blocks, each after ``complete(exchange)`` (the
-    bodies the engine deferred); ``end_block()`` after each block. The
-    others only teach ``names`` (when their schema can). ``events`` (plugin events,
+           prepare: Callable[[Exchange], None]) -> Iterator[Exchange]:
+    """The exchanges of ``worker``'s blocks, each after ``prepare(exchange)`` (decodes
+    the bodies the engine deferred); ``end_block()`` after each block. The others only
+    teach ``names`` (when their schema can). ``events`` (plugin events,
     see :class:`_PluginTap`) keeps those of this worker's blocks: the events that came
     before one of its exchanges and those of its output; at the end it holds the events
     after the last exchange."""
@@ -233,7 +233,7 @@ def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNa
             block, mine = b, b % jobs == worker
         if mine:
             events += before
-            complete(ex)
+            prepare(ex)
             yield ex
         elif _teaches(ex.request) or _teaches(ex.response):
             ExchangeFacts(ex, names).response_side   # noqa: B018 - walks both, learning
