@@ -100,21 +100,20 @@ def build_program(fields: tuple, version: int, flexible: bool, records: type) ->
 
 class LazyPython:
     """A generated Python decoder built on its first call (or :meth:`function`):
-    ``build()`` returns the function. Calls go to that function."""
+    ``build()`` returns the function. Calls go to that function. Safe with threads
+    (two first calls at once may both build it; either result is the same function)."""
 
     __slots__ = ("_build", "_fn")
 
     def __init__(self, build: Callable[[], Callable[..., int]]) -> None:
-        self._build: Callable[[], Callable[..., int]] | None = build
+        self._build = build
         self._fn: Callable[..., int] | None = None
 
     def function(self) -> Callable[..., int]:
         """The generated function (built now if it was not yet)."""
         fn = self._fn
         if fn is None:
-            assert self._build is not None
             fn = self._fn = self._build()
-            self._build = None
         return fn
 
     @property
