@@ -315,3 +315,20 @@ def check_deferred_same(eager: Sequence[Exchange], deferred: Sequence[Exchange],
             require(exchange_state(d) == exchange_state(e),
                     f"exchange {e.index}: completed deferred bodies differ from eager "
                     f"decoding: {exchange_state(d)!r} != {exchange_state(e)!r}")
+
+
+def tap_sink(conn: Any, delivered: dict[int, int]) -> None:
+    """Count in ``delivered`` (per connection index) the stream bytes the engine takes
+    through ``conn.sink`` (no ``StreamData`` event carries them); call it after the
+    engine was fed the ``ConnectionOpened`` of ``conn``."""
+    sink = conn.sink
+    if sink is None:
+        return
+
+    def counted(d: int, offset: int, data: Any, frame: int, ts: float) -> bool:
+        if sink(d, offset, data, frame, ts):
+            delivered[conn.index] = delivered.get(conn.index, 0) + len(data)
+            return True
+        return False
+
+    conn.sink = counted

@@ -168,6 +168,7 @@ class Engine:
         if conn is not None:
             conv = self.convs.pop(conn.index, None)
             conn.ignored = True
+            conn.sink = None
             if conv is not None:
                 try:
                     self.ctx.reorder.forget(conv)
@@ -198,7 +199,8 @@ class Engine:
         elif t is ConnectionOpened:
             conn = ev.conn
             self.summary.tcp_connections += 1
-            self.convs[conn.index] = Conversation(conn, self.ctx)
+            conv = self.convs[conn.index] = Conversation(conn, self.ctx)
+            conn.sink = self._sink(conv)
             ts = conn.first_ts
         elif t is ConnectionClosed:
             conv = self.convs.pop(ev.conn.index, None)
@@ -243,6 +245,32 @@ class Engine:
         return out
 
     # ----------------------------------------------------------------- internal
+    def _sink(self, conv: Conversation) -> Any:
+        """The connection's fast path (``Connection.sink``): bytes that only extend a
+        partial Kafka frame are taken without a ``StreamData`` event when nothing else
+        would happen at this packet (no sweep due, nothing to release), with the same
+        effect as the event (the framer's and the run's state)."""
+        framers = conv.framers
+        ctx = self.ctx
+        reorder = ctx.reorder
+        summary = self.summary
+
+        def sink(d: int, offset: int, data: Any, frame: int, ts: float) -> bool:
+            state = conv.state
+            if (state != KAFKA and state != KAFKA07) or (reorder.dirty and reorder.ready):
+                return False
+            nxt = self._next_sweep
+            if nxt is None or ts >= nxt or not framers[d].extend(offset, data, frame, ts):
+                return False
+            if ts > ctx.now:
+                ctx.now = ts
+            last = summary.last_ts
+            if last is None or ts > last:
+                summary.last_ts = ts
+            return True
+
+        return sink
+
     def _settled(self, conv: Conversation) -> None:
         """Stop the TCP layer from delivering bytes of connections that are not Kafka."""
         state = conv.state
@@ -253,6 +281,7 @@ class Engine:
             self._retire(conv)
 
     def _retire(self, conv: Conversation) -> None:
+        conv.conn.sink = None
         conv.detach()
         s = self.summary
         cs = conv.summary

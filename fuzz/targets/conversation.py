@@ -19,7 +19,7 @@ from fuzz import seeds as _seeds
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange
-from kwsniff.tcp import StreamData, TcpEventStream, TcpOptions
+from kwsniff.tcp import ConnectionOpened, StreamData, TcpEventStream, TcpOptions
 
 MAX_LEN = 16384
 
@@ -59,6 +59,8 @@ def run(data: bytes, defer: bool = False) -> tuple[Engine, list, dict[int, int]]
         if type(ev) is StreamData and not ev.conn.ignored:
             delivered[ev.conn.index] = delivered.get(ev.conn.index, 0) + len(ev.data)
         out.extend(eng.feed_event(ev))
+        if type(ev) is ConnectionOpened:
+            checks.tap_sink(ev.conn, delivered)     # bytes taken without an event
     out.extend(eng.finish())
     return eng, out, delivered
 

@@ -211,6 +211,18 @@ class Framer:
             return self._hunt(False)
         return []
 
+    def extend(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> bool:
+        """Take ``data`` if it only extends the partial frame (the next bytes, ending
+        before it does): what :meth:`data` does then, returning True; else change
+        nothing and return False."""
+        end = offset + len(data)
+        if end >= self.want_end or offset != self.last_offset or end == offset:
+            return False
+        self.last_offset = end
+        self.buf += data
+        self.segs.append([offset, end, frame, ts])
+        return True
+
     def gap(self, offset: int, length: int, frame: int, ts: float) -> list[Frame]:
         """``length`` bytes at ``offset`` will never arrive."""
         self.want_end = 0

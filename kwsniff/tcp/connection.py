@@ -11,9 +11,16 @@ bytes, like the sum of tshark's ``tcp.len``), ``gap_bytes`` sums the bytes repor
 in ``StreamGap`` events. ``close_reason`` is None while open, else one of the
 ``CLOSE_*`` values. Setting ``ignored = True`` (e.g. after protocol detection says
 "not Kafka") stops data and gap events for the connection; counting continues.
+``sink`` (None by default) lets the consumer take in-order bytes without an event:
+``sink(direction, offset, data, frame, ts)`` is called where a ``StreamData`` would be
+made for the next bytes of a direction and no other event comes from the same
+segment; when it returns True the bytes are the consumer's and no event is made (the
+tiling of each direction then holds for the events and the sink's bytes together).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 CLOSE_FIN = "fin"                    # both sides sent FIN and all data up to them is accounted for
 CLOSE_RST = "rst"                    # a RST was seen
@@ -26,7 +33,8 @@ class Connection:
     """A TCP connection and its per-direction counters (see the module docstring)."""
 
     __slots__ = ("index", "a", "b", "a_is_client", "first_ts", "last_ts", "first_frame",
-                 "last_frame", "packets", "bytes", "gap_bytes", "close_reason", "ignored")
+                 "last_frame", "packets", "bytes", "gap_bytes", "close_reason", "ignored",
+                 "sink")
 
     def __init__(self, index: int, a: tuple[str, int], b: tuple[str, int],
                  a_is_client: bool | None, ts: float, frame: int) -> None:
@@ -43,6 +51,8 @@ class Connection:
         self.gap_bytes = [0, 0]
         self.close_reason: str | None = None
         self.ignored = False
+        # a consumer's fast path for in-order bytes (see kwsniff.tcp.reassembly)
+        self.sink: Any = None
 
     @property
     def client(self) -> tuple[str, int] | None:

@@ -4,7 +4,9 @@ Contract: :meth:`TcpReassembler.feed` takes one segment tuple (see
 :mod:`kwsniff.tcp.packet`) with its capture frame and timestamp and returns the
 events it causes (:mod:`kwsniff.tcp.events`); :meth:`TcpReassembler.finish` closes
 every open connection at the end of the input. For each direction the StreamData and
-StreamGap events tile the byte stream exactly: in order, without overlaps or holes.
+StreamGap events tile the byte stream exactly: in order, without overlaps or holes
+(together with the in-order bytes a consumer's ``Connection.sink`` took instead of a
+StreamData event, see :mod:`kwsniff.tcp.connection`).
 
 Policy (documented in ``docs/tcp-reassembly.md``):
 
@@ -165,6 +167,9 @@ class TcpReassembler:
             # the common case: the next bytes, in order
             ds.next = nxt + n
             if events is None:
+                sink = conn.sink
+                if sink is not None and sink(d, nxt, payload, frame, ts):
+                    return _NO_EVENTS
                 return [StreamData(conn, d, nxt, payload, frame, ts)]
             events.append(StreamData(conn, d, nxt, payload, frame, ts))
             return events

@@ -12,7 +12,7 @@ from fuzz import checks
 from kwsniff.capture import open_capture
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.model import Exchange
-from kwsniff.tcp import StreamData, TcpEventStream
+from kwsniff.tcp import ConnectionOpened, StreamData, TcpEventStream
 
 FRAME_REF = checks.FRAME_REF
 
@@ -49,6 +49,8 @@ def decode(packets: Sequence[tuple], options: EngineOptions | None = None) -> Ru
         if type(ev) is StreamData and not ev.conn.ignored:
             delivered[ev.conn.index] = delivered.get(ev.conn.index, 0) + len(ev.data)
         out.extend(eng.feed_event(ev))
+        if type(ev) is ConnectionOpened:
+            checks.tap_sink(ev.conn, delivered)     # bytes taken without an event
     out.extend(eng.finish())
     return Run(eng, out, delivered, stream.stats.problems)
 

@@ -1,0 +1,85 @@
+"""The engine's fast path for bytes that only extend a partial Kafka frame
+(``Connection.sink``, no ``StreamData`` event): the same exchanges, messages, problems
+and counters as delivering every segment as an event, on every sample capture and on
+damaged copies of them."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fuzz.checks import exchange_state, tap_sink
+from kwsniff.capture import open_capture
+from kwsniff.engine import Engine
+from kwsniff.tcp import ConnectionOpened, StreamData, TcpEventStream
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((ROOT / "pcaps").glob("*.pcap"))
+
+
+def _decode(packets: list, sink: bool) -> tuple[list, Any, list, dict, dict]:
+    eng = Engine()
+    if not sink:
+        eng._sink = lambda conv: None           # type: ignore[method-assign]
+    events: dict[int, int] = {}
+    taken: dict[int, int] = {}
+    out: list = []
+    for ev in TcpEventStream(packets, eng.options.tcp):
+        if type(ev) is StreamData and not ev.conn.ignored:
+            events[ev.conn.index] = events.get(ev.conn.index, 0) + len(ev.data)
+        out.extend(eng.feed_event(ev))
+        if type(ev) is ConnectionOpened:
+            tap_sink(ev.conn, taken)
+    out.extend(eng.finish())
+    summaries = [(c.stream, c.bytes_from_client, c.bytes_from_broker, c.problems, c.statuses,
+                  c.skipped_bytes, c.first_ts, c.last_ts) for c in eng.connection_summaries()]
+    totals = {k: events.get(k, 0) + taken.get(k, 0) for k in set(events) | set(taken)}
+    return ([exchange_state(ex) for ex in out], eng.summary.to_dict(), summaries, totals,
+            taken)
+
+
+def _packets(capture: Path) -> list:
+    with open_capture(str(capture)) as source:
+        return list(source)
+
+
+def _same(packets: list) -> int:
+    fast = _decode(packets, True)
+    slow = _decode(packets, False)
+    assert fast[:4] == slow[:4]
+    assert not slow[4]
+    return sum(fast[4].values())
+
+
+@pytest.mark.parametrize("capture", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_sink_changes_nothing(capture: Path) -> None:
+    _same(_packets(capture))
+
+
+def test_sink_takes_the_bytes_of_large_frames() -> None:
+    """Multi-segment frames (compressed produce batches, fetch responses) go through it."""
+    assert _same(_packets(ROOT / "pcaps" / "rdkafka-produce-codecs.pcap")) > 10_000
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sink_changes_nothing_on_damaged_traffic(seed: int) -> None:
+    """Lost, duplicated and reordered packets, and packets from late in the capture
+    first: the fast path steps aside exactly where the event path would differ."""
+    rnd = random.Random(seed)
+    packets = _packets(ROOT / "pcaps" / rnd.choice(["rdkafka-produce-codecs.pcap",
+                                                    "rdkafka-consumer-group.pcap",
+                                                    "aiokafka.pcap"]))
+    damaged = []
+    for p in packets:
+        r = rnd.random()
+        if r < 0.05:
+            continue                                # lost
+        damaged.append(p)
+        if r < 0.08:
+            damaged.append(p)                       # duplicated
+        elif r < 0.11 and len(damaged) > 2:
+            damaged[-1], damaged[-2] = damaged[-2], damaged[-1]   # reordered
+    _same(damaged)
