@@ -240,8 +240,12 @@ class KwsniffApp(App[None]):
             self._set_spec(self.spec)          # views may hold dropped rows
         base = loader.first_ts if loader.first_ts is not None else store.first_ts
         if base is not None and base != self.exchanges.time_base:
+            # the capture's first packet once the decoder reports it, the first
+            # exchange until then: rows already drawn are drawn again
             self.exchanges.time_base = base
             self.connections.time_base = base
+            self.exchanges.refresh()
+            self.connections.refresh()
         if not self.paused:
             self._update_rows()
         now = time.monotonic()

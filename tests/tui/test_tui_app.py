@@ -370,6 +370,36 @@ def test_new_exchanges_do_not_move_the_selection(tmp_path: Path) -> None:
     run_app(app, body)
 
 
+def test_rows_drawn_again_when_the_time_base_moves() -> None:
+    """Relative times count from the capture's first packet once the decoder reports
+    it (from the first exchange before): rows already on screen are drawn again (they
+    kept the old base when the report came after them: a flaky snapshot under load)."""
+    import html
+    import re
+
+    app = sample_app()
+
+    def screen_text() -> str:
+        svg = app.export_screenshot()
+        return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await wait_loaded(pilot, app)
+        await wait_view(pilot, app)
+        base = app.exchanges.time_base
+        assert base == app.loader.first_ts
+        before = app.exchanges.row_cells(0)[0][1].strip()
+        assert before in screen_text()
+        app.loader.first_ts = base - 5.0          # as if the decoder's report moved it
+        await pilot.pause(0.4)                    # a tick
+        after = app.exchanges.row_cells(0)[0][1].strip()
+        assert after != before and after.startswith("5.")
+        text = screen_text()
+        assert after in text and before not in text
+
+    run_app(app, body)
+
+
 def test_bad_capture_is_reported(tmp_path: Path) -> None:
     bad = tmp_path / "truncated.pcap"
     bad.write_bytes(SAMPLE.read_bytes()[:5000])
