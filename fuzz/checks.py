@@ -20,7 +20,7 @@ from typing import Any
 from kwsniff import accel
 from kwsniff.kafka.model import STATUSES, Exchange, KafkaMessage
 from kwsniff.kafka.records import Records
-from kwsniff.tcp import ConnectionClosed, ConnectionOpened, StreamData, StreamGap
+from kwsniff.tcp import ConnectionClosed, ConnectionOpened, StreamData, StreamGap, TcpEventStream
 
 
 class Violation(AssertionError):
@@ -317,17 +317,41 @@ def check_deferred_same(eager: Sequence[Exchange], deferred: Sequence[Exchange],
                     f"decoding: {exchange_state(d)!r} != {exchange_state(e)!r}")
 
 
-def tap_sink(conn: Any, delivered: dict[int, int]) -> None:
-    """Count in ``delivered`` (per connection index) the stream bytes the engine takes
-    through ``conn.sink`` (no ``StreamData`` event carries them); call it after the
-    engine was fed the ``ConnectionOpened`` of ``conn``."""
+def feed_engine(engine: Any, packets: Iterable[tuple]) -> tuple[list[Exchange], dict[int, int],
+                                                            dict[int, int], Any]:
+    """Decode ``packets`` with ``engine`` event by event (its sans-IO entry) through a
+    ``TcpEventStream``. Returns ``(exchanges, bytes of StreamData events, bytes the
+    connections' sinks took, the stream)``, the byte counts per connection index, for
+    the byte accounting (events of ignored connections are not counted)."""
+    events: dict[int, int] = {}
+    taken: dict[int, int] = {}
+    out: list[Exchange] = []
+    stream = TcpEventStream(packets, engine.options.tcp)
+    for ev in stream:
+        if type(ev) is StreamData and not ev.conn.ignored:
+            events[ev.conn.index] = events.get(ev.conn.index, 0) + len(ev.data)
+        out.extend(engine.feed_event(ev))
+        if type(ev) is ConnectionOpened:
+            _tap_sink(ev.conn, taken)
+    out.extend(engine.finish())
+    return out, events, taken, stream
+
+
+def delivered_bytes(events: dict[int, int], taken: dict[int, int]) -> dict[int, int]:
+    """Stream bytes delivered per connection: by events and through the sink."""
+    return {k: events.get(k, 0) + taken.get(k, 0) for k in set(events) | set(taken)}
+
+
+def _tap_sink(conn: Any, taken: dict[int, int]) -> None:
+    """Count in ``taken`` the bytes the engine takes through ``conn.sink`` (no
+    ``StreamData`` event carries them), once the engine has set it."""
     sink = conn.sink
     if sink is None:
         return
 
     def counted(d: int, offset: int, data: Any, frame: int, ts: float) -> bool:
         if sink(d, offset, data, frame, ts):
-            delivered[conn.index] = delivered.get(conn.index, 0) + len(data)
+            taken[conn.index] = taken.get(conn.index, 0) + len(data)
             return True
         return False
 

@@ -19,7 +19,7 @@ from fuzz import seeds as _seeds
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange
-from kwsniff.tcp import ConnectionOpened, StreamData, TcpEventStream, TcpOptions
+from kwsniff.tcp import TcpOptions
 
 MAX_LEN = 16384
 
@@ -53,16 +53,8 @@ def run(data: bytes, defer: bool = False) -> tuple[Engine, list, dict[int, int]]
     opts = options()
     opts.defer_bodies = defer
     eng = Engine(opts)
-    delivered: dict[int, int] = {}
-    out: list = []
-    for ev in TcpEventStream(pkts, eng.options.tcp):
-        if type(ev) is StreamData and not ev.conn.ignored:
-            delivered[ev.conn.index] = delivered.get(ev.conn.index, 0) + len(ev.data)
-        out.extend(eng.feed_event(ev))
-        if type(ev) is ConnectionOpened:
-            checks.tap_sink(ev.conn, delivered)     # bytes taken without an event
-    out.extend(eng.finish())
-    return eng, out, delivered
+    out, events, taken, _ = checks.feed_engine(eng, pkts)
+    return eng, out, checks.delivered_bytes(events, taken)
 
 
 def _odd(ex: Exchange) -> bool:

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from fuzz.checks import exchange_state, tap_sink
+from fuzz.checks import delivered_bytes, exchange_state, feed_engine
 from kwsniff.capture import open_capture
 from kwsniff.engine import Engine
-from kwsniff.tcp import ConnectionOpened, StreamData, TcpEventStream
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "pcaps").glob("*.pcap"))
@@ -24,21 +23,11 @@ def _decode(packets: list, sink: bool) -> tuple[list, Any, list, dict, dict]:
     eng = Engine()
     if not sink:
         eng._sink = lambda conv: None           # type: ignore[method-assign]
-    events: dict[int, int] = {}
-    taken: dict[int, int] = {}
-    out: list = []
-    for ev in TcpEventStream(packets, eng.options.tcp):
-        if type(ev) is StreamData and not ev.conn.ignored:
-            events[ev.conn.index] = events.get(ev.conn.index, 0) + len(ev.data)
-        out.extend(eng.feed_event(ev))
-        if type(ev) is ConnectionOpened:
-            tap_sink(ev.conn, taken)
-    out.extend(eng.finish())
+    out, events, taken, _ = feed_engine(eng, packets)
     summaries = [(c.stream, c.bytes_from_client, c.bytes_from_broker, c.problems, c.statuses,
                   c.skipped_bytes, c.first_ts, c.last_ts) for c in eng.connection_summaries()]
-    totals = {k: events.get(k, 0) + taken.get(k, 0) for k in set(events) | set(taken)}
-    return ([exchange_state(ex) for ex in out], eng.summary.to_dict(), summaries, totals,
-            taken)
+    return ([exchange_state(ex) for ex in out], eng.summary.to_dict(), summaries,
+            delivered_bytes(events, taken), taken)
 
 
 def _packets(capture: Path) -> list:

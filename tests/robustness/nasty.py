@@ -12,7 +12,6 @@ from fuzz import checks
 from kwsniff.capture import open_capture
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.model import Exchange
-from kwsniff.tcp import ConnectionOpened, StreamData, TcpEventStream
 
 FRAME_REF = checks.FRAME_REF
 
@@ -42,17 +41,8 @@ class Run:
 def decode(packets: Sequence[tuple], options: EngineOptions | None = None) -> Run:
     """Decode packet tuples with the engine, counting the stream bytes delivered."""
     eng = Engine(options or EngineOptions())
-    delivered: dict[int, int] = {}
-    out: list[Exchange] = []
-    stream = TcpEventStream(packets, eng.options.tcp)
-    for ev in stream:
-        if type(ev) is StreamData and not ev.conn.ignored:
-            delivered[ev.conn.index] = delivered.get(ev.conn.index, 0) + len(ev.data)
-        out.extend(eng.feed_event(ev))
-        if type(ev) is ConnectionOpened:
-            checks.tap_sink(ev.conn, delivered)     # bytes taken without an event
-    out.extend(eng.finish())
-    return Run(eng, out, delivered, stream.stats.problems)
+    out, events, taken, stream = checks.feed_engine(eng, packets)
+    return Run(eng, out, checks.delivered_bytes(events, taken), stream.stats.problems)
 
 
 def decode_capture(data: bytes, options: EngineOptions | None = None) -> Run | None:
