@@ -170,7 +170,10 @@ class Framer:
 
     # ------------------------------------------------------------------ input
     def data(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
-        """Add stream bytes; return the frames completed by them."""
+        """Add stream bytes; return the frames completed by them (:data:`QUIET` when
+        the bytes only extend the partial frame: :meth:`extend`)."""
+        if self.extend(offset, data, frame, ts):
+            return QUIET
         n = len(data)
         if n == 0:
             return []
@@ -190,13 +193,7 @@ class Framer:
                 out = []
             out.extend(self.data(offset, data, frame, ts))
             return out
-        end = offset + n
-        self.last_offset = end
-        if end < self.want_end:
-            # the bytes only extend the partial frame: nothing to cut, open_key() unchanged
-            self.buf += data
-            self.segs.append([offset, end, frame, ts])
-            return QUIET
+        self.last_offset = offset + n
         self.want_end = 0
         state = self.state
         if state == SYNCED and self.pos == len(self.buf) and not self.probation:
@@ -213,8 +210,8 @@ class Framer:
 
     def extend(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> bool:
         """Take ``data`` if it only extends the partial frame (the next bytes, ending
-        before it does): what :meth:`data` does then, returning True; else change
-        nothing and return False."""
+        before it does; nothing to cut, :meth:`open_key` unchanged): returns True; else
+        changes nothing and returns False."""
         end = offset + len(data)
         if end >= self.want_end or offset != self.last_offset or end == offset:
             return False
