@@ -16,10 +16,8 @@ types become text (timestamps and dates in ISO 8601, decimals and UUIDs as strin
 from __future__ import annotations
 
 import datetime as _dt
-import decimal
 import functools
 import io
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +195,11 @@ def plain(value: Any) -> Any:
         return [v if type(v) in _PLAIN else plain(v) for v in value]
     if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
         return value.isoformat()
+    # (imported here, once, by the first value that is not plain: the plugin is loaded
+    # on every run and these two cost ~7 ms of start-up)
+    import decimal
+    import uuid
+
     if isinstance(value, (decimal.Decimal, uuid.UUID)):
         return str(value)
     return value

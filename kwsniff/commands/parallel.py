@@ -56,7 +56,6 @@ import codecs
 import fcntl
 import io
 import os
-import pickle
 import select
 import signal
 import stat
@@ -311,6 +310,8 @@ Renderer = Callable[[Any, Selection, Callable[[str], Any]],
 def _work(args: argparse.Namespace, worker: int, jobs: int,
           display_filter: DisplayFilter | None, factory: Renderer, sink: _Sink,
           parent: int) -> None:
+    import pickle     # (here: start-up of one-process runs does not pay for it)
+
     from kwsniff.capture import open_capture
     from kwsniff.engine import Engine
     from kwsniff.plugin_api.cli import active_manager
@@ -587,6 +588,8 @@ def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilt
                 factory: Renderer, write: Callable[[str], Any]) -> Totals:
     """Decode ``args.capture`` on ``jobs`` workers that render with ``factory``; write
     their text in exchange order through ``write`` (see the module contract)."""
+    import pickle     # (here: start-up of one-process runs does not pay for it)
+
     from kwsniff.capture import open_capture
     from kwsniff.plugin_api.cli import active_manager
     with open_capture(args.capture):      # errors exactly as in one process

@@ -20,9 +20,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-import cramjam
-import lz4.frame
-import zstandard
+# (cramjam, lz4 and zstandard are imported by the functions that use them: ~9 ms of
+# start-up that summary lines, which never decompress, do not pay)
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES: dict[int, str] = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -134,6 +133,8 @@ def _snappy_len(block: bytes | memoryview) -> int | None:
 
 
 def _snappy_block(block: bytes | memoryview, room: int, cap: int) -> tuple[bytes, str | None]:
+    import cramjam
+
     size = _snappy_len(block)
     if size is None:
         return b"", "snappy: malformed length preamble"
@@ -234,6 +235,8 @@ def _fix_legacy_lz4_checksum(buf: bytes, start: int) -> bytes | None:
 
 
 def _unlz4(buf: bytes, cap: int) -> Decompressed:
+    import lz4.frame
+
     out: list[bytes] = []
     total = 0
     rest = buf
@@ -318,6 +321,8 @@ def _zstd_frames_complete(buf: bytes) -> str | None:
 
 
 def _unzstd(buf: bytes, cap: int) -> Decompressed:
+    import zstandard
+
     out: list[bytes] = []
     total = 0
     chunk_size = _CHUNK

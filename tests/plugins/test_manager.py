@@ -137,6 +137,71 @@ def test_entry_point_plugins(manager: PluginManager, tmp_path: Path,
     sys.modules.pop("acme_kwsniff", None)
 
 
+def _fake_dist(site: Path, name: str, entry_points: str | None) -> None:
+    dist = site / f"{name}-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    if entry_points is not None:
+        (dist / "entry_points.txt").write_text(entry_points)
+
+
+def test_entry_point_precheck_agrees_with_importlib(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ~1 ms pre-check says "none possible" only where importlib.metadata finds none;
+    for every group some installed distribution declares it defers to importlib."""
+    from importlib.metadata import distributions, entry_points
+
+    from kwsniff.plugin_api.manager import no_entry_points_possible
+
+    site = tmp_path / "site"
+    _fake_dist(site, "other_tool", "[console_scripts]\nother = other_tool:main\n")
+    _fake_dist(site, "no_eps", None)
+    (site / "legacy.egg-info").write_text("Metadata-Version: 1.0\n")   # a one-file egg-info
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(tmp_path / "missing"))
+    groups = {ep.group for d in distributions() for ep in d.entry_points}
+    assert "console_scripts" in groups
+    for group in sorted(groups) + ["kwsniff.plugins", "no.such.group"]:
+        possible = not no_entry_points_possible(group)
+        assert possible or not list(entry_points(group=group)), group
+        if group in groups:
+            assert possible, group
+    assert no_entry_points_possible("no.such.group")
+
+
+def test_entry_point_precheck_defers_on_unusual_paths(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mention of the group, a zip or egg on sys.path, another distribution finder:
+    importlib.metadata decides."""
+    from kwsniff.plugin_api.manager import no_entry_points_possible
+
+    group = "kwsniff.test.group"
+    assert no_entry_points_possible(group)
+    with monkeypatch.context() as m:
+        site = tmp_path / "site"
+        _fake_dist(site, "mentions", f"# [{group}] in a comment is enough to ask\n")
+        m.syspath_prepend(str(site))
+        assert not no_entry_points_possible(group)
+    for name in ("bundle.zip", "thing-1.0.egg"):
+        with monkeypatch.context() as m:
+            target = tmp_path / name
+            target.write_bytes(b"PK\x05\x06" + bytes(18))
+            m.syspath_prepend(str(target))
+            assert not no_entry_points_possible(group), name
+
+    class Finder:
+        def find_spec(self, *args: object) -> None:
+            return None
+
+        def find_distributions(self, *args: object) -> list:
+            return []
+
+    with monkeypatch.context() as m:
+        m.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
+        assert not no_entry_points_possible(group)
+    assert no_entry_points_possible(group)
+
+
 def test_shipped_plugins_are_inert_until_configured(manager: PluginManager, reports) -> None:
     loaded = manager.load(entry_points=False)
     assert {p.name: p.status for p in loaded} == {
