@@ -7,6 +7,7 @@ and kwsniff runs its pure-Python path, with identical results (see kwsniff/accel
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("kwsniff._speedups",
-                             ["kwsniff/_speedups.c", "kwsniff/_speedups_decode.c"],
+                             ["kwsniff/_speedups.c", "kwsniff/_speedups_decode.c",
+                              "kwsniff/_speedups_tcp.c"],
                              depends=["kwsniff/_speedups.h"], optional=True,
                              extra_compile_args=["-O2"])])

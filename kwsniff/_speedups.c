@@ -28,19 +28,22 @@
  *  v2_records    the records of a magic-2 batch (kwsniff.kafka.records._parse_v2_records;
  *                returns None, for the Python code to run, on input whose exact result
  *                needs Python's unbounded integers or slicing past the end)
+ *  tcp_feed      the in-order fast path of kwsniff.tcp.reassembly.TcpReassembler.feed
+ *                (in _speedups_tcp.c, bound to its classes by tcp_setup)
  *  decode_fields the generated message decoders (kwsniff.kafka.protocol.codegen) run from
  *                a program of the same schema rows (kwsniff.kafka.protocol.cprogram);
  *                in _speedups_decode.c. None, for the Python decoder to run, wherever
  *                that would raise or report a problem.
  *
- * The module imports nothing from kwsniff and holds no state.
+ * The module imports nothing from kwsniff and holds no state but the classes (and their
+ * slot offsets) that tcp_setup binds.
  */
 #include "_speedups.h"
 #include <structmember.h>
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 9
+#define SPEEDUPS_VERSION 10
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -2083,6 +2086,9 @@ static PyMethodDef methods[] = {
     {"tree_fields", (PyCFunction)(void (*)(void))tree_fields, METH_FASTCALL, tree_fields_doc},
     {"tree_batch", (PyCFunction)(void (*)(void))tree_batch, METH_FASTCALL, tree_batch_doc},
     {"decode_fields", (PyCFunction)(void (*)(void))decode_fields, METH_FASTCALL, decode_fields_doc},
+    {"tcp_setup", tcp_setup, METH_VARARGS,
+     "tcp_setup(flow_type, direction_type, connection_type, control, ack): bind tcp_feed"},
+    {"tcp_feed", (PyCFunction)(void (*)(void))tcp_feed, METH_FASTCALL, tcp_feed_doc},
     {NULL, NULL, 0, NULL},
 };
 

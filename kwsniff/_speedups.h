@@ -24,4 +24,9 @@ PyObject *decode_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 extern const char decode_fields_doc[];
 int decode_fields_init(void);
 
+/* _speedups_tcp.c: the in-order fast path of kwsniff.tcp.reassembly */
+PyObject *tcp_setup(PyObject *self, PyObject *args);
+PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char tcp_feed_doc[];
+
 #endif

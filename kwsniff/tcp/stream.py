@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kwsniff.accel import speedups
 from kwsniff.capture.packet import Packet
-from kwsniff.tcp.events import Event
+from kwsniff.tcp.events import Event, StreamData
 from kwsniff.tcp.packet import PacketParser
 from kwsniff.tcp.problems import ProblemLog
 from kwsniff.tcp.reassembly import TcpReassembler
@@ -84,13 +84,21 @@ class TcpEventStream:
         # the C accelerator's copy of parse's Ethernet/IPv4/TCP fast path (None: the
         # packet needs the full parser, which then decides as it always does)
         fast = speedups.eth_ipv4_tcp if speedups is not None else None
+        # ... and of feed's in-order path (None: feed decides)
+        fast_feed = self.reassembler.fast_path()
+        if fast_feed is not None:
+            fast_feed_fn, table, gap_on_ack = fast_feed
         for count, (frame, ts, linktype, data, orig_len) in enumerate(self._packets, 1):
             self.packets = count
             seg = fast(data) if linktype == 1 and fast is not None else None
             if seg is None:
                 seg = parse(frame, ts, linktype, data, orig_len)
             if seg is not None:
-                events = feed(frame, ts, seg)
+                events = None
+                if fast_feed is not None:
+                    events = fast_feed_fn(table, frame, ts, seg, gap_on_ack, StreamData)
+                if events is None:
+                    events = feed(frame, ts, seg)
                 if events:
                     yield from events
         self.parser.finish()

@@ -1,0 +1,237 @@
+/* The in-order fast path of kwsniff.tcp.reassembly.TcpReassembler.feed.
+
+tcp_setup(flow_type, direction_type, connection_type, control, ack) binds this file to
+the reassembler's slotted classes (the offsets of the slots it reads and writes, the
+flag bits); tcp_feed(table, frame, ts, seg, gap_on_ack, event_type) then does exactly
+what feed does for a segment of a known, open connection that carries no control flag
+and is either empty (a pure ACK) or the next bytes of its direction with nothing
+pending, no FIN and no acknowledged hole to report: the same state changes in the same
+objects, the same sink call, the same return value (an empty tuple, or a one-event
+list). For every other segment it returns None having changed nothing, and the caller
+runs feed. Every check is made before the first change. */
+
+#include "_speedups.h"
+
+#include <structmember.h>
+
+enum { F_CONN, F_DIRS, F_CLOSED, F_N };
+enum { D_BASE, D_NEXT, D_PENDING, D_FIN, D_ACK, D_N };
+enum { C_LAST_TS, C_LAST_FRAME, C_PACKETS, C_BYTES, C_IGNORED, C_SINK, C_N };
+
+static const char *flow_slots[F_N] = {"conn", "dirs", "closed"};
+static const char *dir_slots[D_N] = {"base", "next", "pending", "fin", "ack"};
+static const char *conn_slots[C_N] = {"last_ts", "last_frame", "packets", "bytes", "ignored",
+                                      "sink"};
+
+static PyTypeObject *flow_type, *dir_type, *conn_type;
+static Py_ssize_t flow_off[F_N], dir_off[D_N], conn_off[C_N];
+static long control_bits, ack_bit;
+static PyObject *no_events;      /* the empty tuple feed returns */
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* Offsets of the slots ``names`` of ``type`` (member descriptors of object slots). */
+static int slot_offsets(PyObject *type, const char **names, int n, Py_ssize_t *out) {
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "tcp_setup: expected classes");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *descr = PyObject_GetAttrString(type, names[i]);
+        if (descr == NULL)
+            return -1;
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
+                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+        if (ok)
+            out[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "tcp_setup: %s is not an object slot", names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyObject *tcp_setup(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ft, *dt, *ct;
+    long control, ack;
+    if (!PyArg_ParseTuple(args, "OOOll", &ft, &dt, &ct, &control, &ack))
+        return NULL;
+    if (slot_offsets(ft, flow_slots, F_N, flow_off) < 0
+            || slot_offsets(dt, dir_slots, D_N, dir_off) < 0
+            || slot_offsets(ct, conn_slots, C_N, conn_off) < 0)
+        return NULL;
+    if (no_events == NULL && (no_events = PyTuple_New(0)) == NULL)
+        return NULL;
+    Py_INCREF(ft);
+    Py_INCREF(dt);
+    Py_INCREF(ct);
+    Py_XSETREF(flow_type, (PyTypeObject *)ft);
+    Py_XSETREF(dir_type, (PyTypeObject *)dt);
+    Py_XSETREF(conn_type, (PyTypeObject *)ct);
+    control_bits = control;
+    ack_bit = ack;
+    Py_RETURN_NONE;
+}
+
+/* Replace a slot's value (a new reference is taken of ``v``). */
+static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *v) {
+    Py_INCREF(v);
+    Py_XSETREF(SLOT(obj, off), v);
+}
+
+/* A per-direction counter list of exactly two ints (Connection.packets/.bytes). */
+static inline int counters_ok(PyObject *v) {
+    return v != NULL && PyList_CheckExact(v) && PyList_GET_SIZE(v) == 2;
+}
+
+/* counters[d] += n (as Python's ``counters[d] += n``): 0, or -1 with an error set. */
+static int add_counter(PyObject *counters, Py_ssize_t d, Py_ssize_t n) {
+    PyObject *amount = PyLong_FromSsize_t(n);
+    if (amount == NULL)
+        return -1;
+    PyObject *sum = PyNumber_Add(PyList_GET_ITEM(counters, d), amount);
+    Py_DECREF(amount);
+    if (sum == NULL)
+        return -1;
+    return PyList_SetItem(counters, d, sum);     /* (steals sum, releases the old value) */
+}
+
+const char tcp_feed_doc[] =
+    "tcp_feed(table, frame, ts, seg, gap_on_ack, event_type) -> () or [event], or None "
+    "(nothing changed: TcpReassembler.feed decides)";
+
+PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || flow_type == NULL)
+        Py_RETURN_NONE;
+    PyObject *table = args[0], *frame = args[1], *ts = args[2], *seg = args[3];
+    int gap_on_ack = PyObject_IsTrue(args[4]);
+    if (gap_on_ack < 0 || !PyDict_CheckExact(table) || !PyTuple_CheckExact(seg)
+            || PyTuple_GET_SIZE(seg) != 6) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *key = PyTuple_GET_ITEM(seg, 0), *seq_o = PyTuple_GET_ITEM(seg, 1);
+    PyObject *ack = PyTuple_GET_ITEM(seg, 2), *flags_o = PyTuple_GET_ITEM(seg, 3);
+    PyObject *payload = PyTuple_GET_ITEM(seg, 4), *missing = PyTuple_GET_ITEM(seg, 5);
+    if (!PyLong_CheckExact(flags_o) || !PyLong_CheckExact(seq_o) || !PyBytes_CheckExact(payload)
+            || !PyLong_CheckExact(missing) || PyLong_AsLong(missing) != 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    long flags = PyLong_AsLong(flags_o);
+    if (flags == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (flags & control_bits)
+        Py_RETURN_NONE;
+    PyObject *entry = PyDict_GetItemWithError(table, key);      /* borrowed */
+    if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *flow = PyTuple_GET_ITEM(entry, 0), *d_o = PyTuple_GET_ITEM(entry, 1);
+    if (!Py_IS_TYPE(flow, flow_type) || !PyLong_CheckExact(d_o))
+        Py_RETURN_NONE;
+    long d = PyLong_AsLong(d_o);
+    PyObject *conn = SLOT(flow, flow_off[F_CONN]), *dirs = SLOT(flow, flow_off[F_DIRS]);
+    if ((d != 0 && d != 1) || SLOT(flow, flow_off[F_CLOSED]) != Py_False
+            || conn == NULL || !Py_IS_TYPE(conn, conn_type)
+            || dirs == NULL || !PyTuple_CheckExact(dirs) || PyTuple_GET_SIZE(dirs) != 2)
+        Py_RETURN_NONE;
+    PyObject *ds = PyTuple_GET_ITEM(dirs, d), *peer = PyTuple_GET_ITEM(dirs, d ^ 1);
+    if (!Py_IS_TYPE(ds, dir_type) || !Py_IS_TYPE(peer, dir_type))
+        Py_RETURN_NONE;
+    PyObject *packets = SLOT(conn, conn_off[C_PACKETS]), *bytes = SLOT(conn, conn_off[C_BYTES]);
+    if (!counters_ok(packets) || !counters_ok(bytes))
+        Py_RETURN_NONE;
+    int acking = (flags & ack_bit) != 0;
+    if (acking && gap_on_ack) {
+        /* an acknowledged hole or FIN of the peer: feed reports it */
+        PyObject *pending = SLOT(peer, dir_off[D_PENDING]), *fin = SLOT(peer, dir_off[D_FIN]);
+        if (pending == NULL || !PyList_CheckExact(pending) || PyList_GET_SIZE(pending) != 0
+                || fin != Py_None)
+            Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(payload);
+    PyObject *nxt = NULL;
+    long long next_offset = 0;
+    if (n > 0) {
+        /* the next bytes of an unignored direction, in order, nothing pending, no FIN */
+        PyObject *base = SLOT(ds, dir_off[D_BASE]), *pending = SLOT(ds, dir_off[D_PENDING]);
+        nxt = SLOT(ds, dir_off[D_NEXT]);
+        if (SLOT(conn, conn_off[C_IGNORED]) != Py_False || base == NULL
+                || !PyLong_CheckExact(base) || nxt == NULL || !PyLong_CheckExact(nxt)
+                || pending == NULL || !PyList_CheckExact(pending)
+                || PyList_GET_SIZE(pending) != 0 || SLOT(ds, dir_off[D_FIN]) != Py_None)
+            Py_RETURN_NONE;
+        int o1, o2, o3;
+        next_offset = PyLong_AsLongLongAndOverflow(nxt, &o1);
+        long long base_v = PyLong_AsLongLongAndOverflow(base, &o2);
+        long long seq_v = PyLong_AsLongLongAndOverflow(seq_o, &o3);
+        if (o1 || o2 || o3 || PyErr_Occurred() || next_offset < 0 || next_offset > ((long long)1 << 60)) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        /* Python: (seq - base - nxt) & 0xFFFFFFFF == 0 (two's complement, any sign) */
+        if ((((unsigned long long)seq_v - (unsigned long long)base_v
+              - (unsigned long long)next_offset) & 0xFFFFFFFFull) != 0)
+            Py_RETURN_NONE;
+    }
+    /* every check passed: feed's changes, in feed's order */
+    set_slot(conn, conn_off[C_LAST_TS], ts);
+    set_slot(conn, conn_off[C_LAST_FRAME], frame);
+    if (add_counter(packets, d, 1) < 0)
+        return NULL;
+    if (acking)
+        set_slot(peer, dir_off[D_ACK], ack);
+    if (n == 0) {
+        Py_INCREF(no_events);
+        return no_events;
+    }
+    if (add_counter(bytes, d, n) < 0)
+        return NULL;
+    Py_INCREF(nxt);                      /* the old offset: the event's and the sink's */
+    PyObject *new_next = PyLong_FromLongLong(next_offset + n);
+    if (new_next == NULL) {
+        Py_DECREF(nxt);
+        return NULL;
+    }
+    Py_XSETREF(SLOT(ds, dir_off[D_NEXT]), new_next);
+    PyObject *call[6] = {NULL, d_o, nxt, payload, frame, ts};
+    PyObject *sink = SLOT(conn, conn_off[C_SINK]);
+    if (sink != NULL && sink != Py_None) {
+        Py_INCREF(sink);
+        PyObject *r = PyObject_Vectorcall(sink, call + 1, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                          NULL);
+        Py_DECREF(sink);
+        int taken = r == NULL ? -1 : PyObject_IsTrue(r);
+        Py_XDECREF(r);
+        if (taken < 0) {
+            Py_DECREF(nxt);
+            return NULL;
+        }
+        if (taken) {
+            Py_DECREF(nxt);
+            Py_INCREF(no_events);
+            return no_events;
+        }
+    }
+    call[0] = conn;
+    call[1] = d_o;
+    PyObject *event = PyObject_Vectorcall(args[5], call, 6, NULL);
+    Py_DECREF(nxt);
+    if (event == NULL)
+        return NULL;
+    PyObject *out = PyList_New(1);
+    if (out == NULL) {
+        Py_DECREF(event);
+        return NULL;
+    }
+    PyList_SET_ITEM(out, 0, event);
+    return out;
+}
