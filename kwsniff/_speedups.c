@@ -30,6 +30,7 @@
  *                needs Python's unbounded integers or slicing past the end)
  *  tcp_feed      the in-order fast path of kwsniff.tcp.reassembly.TcpReassembler.feed
  *                (in _speedups_tcp.c, bound to its classes by tcp_setup)
+ *  FrameSink     kwsniff.engine.Engine._sink's closure (_speedups_tcp.c, sink_setup)
  *  decode_fields the generated message decoders (kwsniff.kafka.protocol.codegen) run from
  *                a program of the same schema rows (kwsniff.kafka.protocol.cprogram);
  *                in _speedups_decode.c. None, for the Python decoder to run, wherever
@@ -2089,6 +2090,8 @@ static PyMethodDef methods[] = {
     {"tcp_setup", tcp_setup, METH_VARARGS,
      "tcp_setup(flow_type, direction_type, connection_type, control, ack): bind tcp_feed"},
     {"tcp_feed", (PyCFunction)(void (*)(void))tcp_feed, METH_FASTCALL, tcp_feed_doc},
+    {"sink_setup", sink_setup, METH_VARARGS,
+     "sink_setup(framer_type, reorderer_type, context_type, summary_type): bind FrameSink"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2148,12 +2151,14 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     empty_str = PyUnicode_FromString("");
     empty_tuple = PyTuple_New(0);
-    if (empty_str == NULL || empty_tuple == NULL || PyType_Ready(&NodeType) < 0)
+    if (empty_str == NULL || empty_tuple == NULL || PyType_Ready(&NodeType) < 0
+            || PyType_Ready(&FrameSinkType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeType) < 0) {
+    if (PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeType) < 0
+            || PyModule_AddObjectRef(m, "FrameSink", (PyObject *)&FrameSinkType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -28,5 +28,7 @@ int decode_fields_init(void);
 PyObject *tcp_setup(PyObject *self, PyObject *args);
 PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char tcp_feed_doc[];
+PyObject *sink_setup(PyObject *self, PyObject *args);
+extern PyTypeObject FrameSinkType;
 
 #endif

@@ -1,4 +1,5 @@
-/* The in-order fast path of kwsniff.tcp.reassembly.TcpReassembler.feed.
+/* The in-order fast paths: kwsniff.tcp.reassembly.TcpReassembler.feed's (tcp_feed) and
+the engine's sink for bytes that only extend a partial frame (FrameSink, at the end).
 
 tcp_setup(flow_type, direction_type, connection_type, control, ack) binds this file to
 the reassembler's slotted classes (the offsets of the slots it reads and writes, the
@@ -12,6 +13,7 @@ runs feed. Every check is made before the first change. */
 
 #include "_speedups.h"
 
+#include <string.h>
 #include <structmember.h>
 
 enum { F_CONN, F_DIRS, F_CLOSED, F_N };
@@ -235,3 +237,251 @@ PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyList_SET_ITEM(out, 0, event);
     return out;
 }
+
+/* ---- FrameSink: the C copy of kwsniff.engine.Engine._sink's closure ------------------
+
+FrameSink(fallback, conv, framers, reorder, engine, ctx, summary, kafka, kafka07) is
+called like the closure (d, offset, data, frame, ts) -> bool and does what it does:
+steps aside (False) unless the conversation is Kafka, nothing waits to be released and
+no sweep is due, then lets Framer.extend take the bytes and moves the run clock. Where
+anything is not as expected (types, sizes) it calls ``fallback``, the closure itself,
+before changing anything. sink_setup(framer_type, reorderer_type, context_type,
+summary_type) binds the slot offsets it uses. */
+
+enum { FR_WANT_END, FR_LAST_OFFSET, FR_BUF, FR_SEGS, FR_N };
+enum { RO_DIRTY, RO_READY, RO_N };
+static const char *framer_slots[FR_N] = {"want_end", "last_offset", "buf", "segs"};
+static const char *reorder_slots[RO_N] = {"dirty", "ready"};
+static const char *now_slots[1] = {"now"};
+static const char *last_ts_slots[1] = {"last_ts"};
+
+static PyTypeObject *framer_type, *reorder_type, *ctx_type, *summary_type;
+static Py_ssize_t framer_off[FR_N], reorder_off[RO_N], now_off, last_ts_off;
+static PyObject *s_state, *s_next_sweep, *s_append;
+
+PyObject *sink_setup(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ft, *rt, *ct, *st;
+    if (!PyArg_ParseTuple(args, "OOOO", &ft, &rt, &ct, &st))
+        return NULL;
+    if (slot_offsets(ft, framer_slots, FR_N, framer_off) < 0
+            || slot_offsets(rt, reorder_slots, RO_N, reorder_off) < 0
+            || slot_offsets(ct, now_slots, 1, &now_off) < 0
+            || slot_offsets(st, last_ts_slots, 1, &last_ts_off) < 0)
+        return NULL;
+    if (s_state == NULL && (s_state = PyUnicode_InternFromString("state")) == NULL)
+        return NULL;
+    if (s_next_sweep == NULL
+            && (s_next_sweep = PyUnicode_InternFromString("_next_sweep")) == NULL)
+        return NULL;
+    if (s_append == NULL && (s_append = PyUnicode_InternFromString("append")) == NULL)
+        return NULL;
+    Py_INCREF(ft);
+    Py_INCREF(rt);
+    Py_INCREF(ct);
+    Py_INCREF(st);
+    Py_XSETREF(framer_type, (PyTypeObject *)ft);
+    Py_XSETREF(reorder_type, (PyTypeObject *)rt);
+    Py_XSETREF(ctx_type, (PyTypeObject *)ct);
+    Py_XSETREF(summary_type, (PyTypeObject *)st);
+    Py_RETURN_NONE;
+}
+
+enum { S_FALLBACK, S_CONV, S_FRAMERS, S_REORDER, S_ENGINE, S_CTX, S_SUMMARY, S_KAFKA,
+       S_KAFKA07, S_N };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *refs[S_N];
+} FrameSinkObject;
+
+static PyObject *sink_fallback(FrameSinkObject *self, PyObject *const *args) {
+    return PyObject_Vectorcall(self->refs[S_FALLBACK], args, 5, NULL);
+}
+
+/* a Python int that fits in a long long: its value in *out, 0; else -1 (no error set) */
+static inline int small_int(PyObject *v, long long *out) {
+    if (!PyLong_CheckExact(v))
+        return -1;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *sink_call(PyObject *obj, PyObject *const *args, size_t nargsf,
+                           PyObject *kwnames) {
+    FrameSinkObject *self = (FrameSinkObject *)obj;
+    if (kwnames != NULL || PyVectorcall_NARGS(nargsf) != 5 || framer_type == NULL)
+        return PyObject_Vectorcall(self->refs[S_FALLBACK], args, nargsf, kwnames);
+    PyObject *d_o = args[0], *offset_o = args[1], *data = args[2], *frame = args[3];
+    PyObject *ts = args[4];
+    PyObject **r = self->refs;
+    /* the conversation is Kafka, nothing waits to be released */
+    PyObject *state = PyObject_GetAttr(r[S_CONV], s_state);
+    if (state == NULL)
+        return NULL;
+    int kafka = PyObject_RichCompareBool(state, r[S_KAFKA], Py_EQ);
+    if (kafka == 0)
+        kafka = PyObject_RichCompareBool(state, r[S_KAFKA07], Py_EQ);
+    Py_DECREF(state);
+    if (kafka < 0)
+        return NULL;
+    if (!kafka)
+        Py_RETURN_FALSE;
+    PyObject *reorder = r[S_REORDER];
+    if (!Py_IS_TYPE(reorder, reorder_type))
+        return sink_fallback(self, args);
+    PyObject *dirty = SLOT(reorder, reorder_off[RO_DIRTY]);
+    PyObject *ready = SLOT(reorder, reorder_off[RO_READY]);
+    if (dirty == NULL || ready == NULL)
+        return sink_fallback(self, args);
+    int is_dirty = PyObject_IsTrue(dirty);
+    if (is_dirty < 0)
+        return NULL;
+    if (is_dirty) {
+        int is_ready = PyObject_IsTrue(ready);
+        if (is_ready < 0)
+            return NULL;
+        if (is_ready)
+            Py_RETURN_FALSE;
+    }
+    /* no sweep due */
+    PyObject *nxt = PyObject_GetAttr(r[S_ENGINE], s_next_sweep);
+    if (nxt == NULL)
+        return NULL;
+    int due = nxt == Py_None ? 1 : PyObject_RichCompareBool(ts, nxt, Py_GE);
+    Py_DECREF(nxt);
+    if (due < 0)
+        return NULL;
+    if (due)
+        Py_RETURN_FALSE;
+    /* Framer.extend: the next bytes, ending before the partial frame does */
+    PyObject *framers = r[S_FRAMERS];
+    long long d, offset, want_end, last_offset;
+    if (small_int(d_o, &d) < 0 || !PyTuple_CheckExact(framers) || d < 0
+            || d >= PyTuple_GET_SIZE(framers) || !PyBytes_CheckExact(data)
+            || small_int(offset_o, &offset) < 0)
+        return sink_fallback(self, args);
+    PyObject *framer = PyTuple_GET_ITEM(framers, d);
+    if (!Py_IS_TYPE(framer, framer_type))
+        return sink_fallback(self, args);
+    PyObject *want_o = SLOT(framer, framer_off[FR_WANT_END]);
+    PyObject *last_o = SLOT(framer, framer_off[FR_LAST_OFFSET]);
+    PyObject *buf = SLOT(framer, framer_off[FR_BUF]), *segs = SLOT(framer, framer_off[FR_SEGS]);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (want_o == NULL || small_int(want_o, &want_end) < 0 || last_o == NULL
+            || buf == NULL || !PyByteArray_CheckExact(buf) || segs == NULL
+            || offset > ((long long)1 << 60)
+            || offset < -((long long)1 << 60))
+        return sink_fallback(self, args);
+    long long end = offset + n;
+    if (end >= want_end || end == offset)
+        Py_RETURN_FALSE;
+    if (last_o == Py_None)
+        Py_RETURN_FALSE;                 /* offset != None */
+    if (small_int(last_o, &last_offset) < 0)
+        return sink_fallback(self, args);
+    if (offset != last_offset)
+        Py_RETURN_FALSE;
+    PyObject *ctx = r[S_CTX], *summary = r[S_SUMMARY];
+    if (!Py_IS_TYPE(ctx, ctx_type) || !Py_IS_TYPE(summary, summary_type)
+            || SLOT(ctx, now_off) == NULL || SLOT(summary, last_ts_off) == NULL)
+        return sink_fallback(self, args);
+    /* taken: extend's changes, then the run clock's */
+    PyObject *end_o = PyLong_FromLongLong(end);
+    PyObject *seg = end_o != NULL ? PyList_New(4) : NULL;
+    if (seg == NULL) {
+        Py_XDECREF(end_o);
+        return NULL;
+    }
+    Py_INCREF(offset_o);
+    PyList_SET_ITEM(seg, 0, offset_o);
+    Py_INCREF(end_o);
+    PyList_SET_ITEM(seg, 1, end_o);
+    Py_INCREF(frame);
+    PyList_SET_ITEM(seg, 2, frame);
+    Py_INCREF(ts);
+    PyList_SET_ITEM(seg, 3, ts);
+    Py_XSETREF(SLOT(framer, framer_off[FR_LAST_OFFSET]), end_o);
+    Py_ssize_t had = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, had + n) < 0) {
+        Py_DECREF(seg);
+        return NULL;
+    }
+    memcpy(PyByteArray_AS_STRING(buf) + had, PyBytes_AS_STRING(data), (size_t)n);
+    PyObject *appended = PyObject_CallMethodOneArg(segs, s_append, seg);   /* (a deque) */
+    Py_DECREF(seg);
+    if (appended == NULL)
+        return NULL;
+    Py_DECREF(appended);
+    int later = PyObject_RichCompareBool(ts, SLOT(ctx, now_off), Py_GT);
+    if (later < 0)
+        return NULL;
+    if (later)
+        set_slot(ctx, now_off, ts);
+    PyObject *last = SLOT(summary, last_ts_off);
+    later = last == Py_None ? 1 : PyObject_RichCompareBool(ts, last, Py_GT);
+    if (later < 0)
+        return NULL;
+    if (later)
+        set_slot(summary, last_ts_off, ts);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *sink_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "FrameSink takes positional arguments only");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != S_N) {
+        PyErr_Format(PyExc_TypeError, "FrameSink takes %d arguments", S_N);
+        return NULL;
+    }
+    FrameSinkObject *self = (FrameSinkObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    for (int i = 0; i < S_N; i++) {
+        self->refs[i] = PyTuple_GET_ITEM(args, i);
+        Py_INCREF(self->refs[i]);
+    }
+    self->vectorcall = sink_call;
+    return (PyObject *)self;
+}
+
+static int sink_traverse(FrameSinkObject *self, visitproc visit, void *arg) {
+    for (int i = 0; i < S_N; i++)
+        Py_VISIT(self->refs[i]);
+    return 0;
+}
+
+static int sink_clear(FrameSinkObject *self) {
+    for (int i = 0; i < S_N; i++)
+        Py_CLEAR(self->refs[i]);
+    return 0;
+}
+
+static void sink_dealloc(FrameSinkObject *self) {
+    PyObject_GC_UnTrack(self);
+    sink_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyTypeObject FrameSinkType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kwsniff._speedups.FrameSink",
+    .tp_doc = "FrameSink(fallback, conv, framers, reorder, engine, ctx, summary, kafka, "
+              "kafka07): the C copy of kwsniff.engine.Engine._sink's closure",
+    .tp_basicsize = sizeof(FrameSinkObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = sink_new,
+    .tp_traverse = (traverseproc)sink_traverse,
+    .tp_clear = (inquiry)sink_clear,
+    .tp_dealloc = (destructor)sink_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(FrameSinkObject, vectorcall),
+};

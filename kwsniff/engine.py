@@ -23,9 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka.conn_summary import ConnectionSummary
 from kwsniff.kafka.conversation import KAFKA, KAFKA07, OTHER, TLS, Context, Conversation, Options
+from kwsniff.kafka.framing import Framer
 from kwsniff.kafka.model import STATUSES, Exchange
+from kwsniff.kafka.ordering import Reorderer
 from kwsniff.tcp import (
     ConnectionClosed,
     ConnectionOpened,
@@ -269,6 +272,8 @@ class Engine:
                 summary.last_ts = ts
             return True
 
+        if _FRAME_SINK is not None:     # the accelerator's copy (it calls sink where unsure)
+            return _FRAME_SINK(sink, conv, framers, reorder, self, ctx, summary, KAFKA, KAFKA07)
         return sink
 
     def _settled(self, conv: Conversation) -> None:
@@ -322,6 +327,21 @@ class Engine:
             if conv.state in (KAFKA, KAFKA07):
                 out[idx] = conv.summary
         return [out[k] for k in sorted(out)]
+
+
+def _bind_frame_sink() -> Any:
+    """The accelerator's copy of :meth:`Engine._sink`'s closure, bound to the classes
+    whose slots it reads (None: no accelerator, or it cannot read them)."""
+    if _speedups is None:
+        return None
+    try:
+        _speedups.sink_setup(Framer, Reorderer, Context, RunSummary)
+    except (TypeError, AttributeError):
+        return None
+    return _speedups.FrameSink
+
+
+_FRAME_SINK = _bind_frame_sink()
 
 
 def iter_exchanges(source: Iterable[tuple], options: EngineOptions | None = None, *,
