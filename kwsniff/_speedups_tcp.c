@@ -206,6 +206,8 @@ PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_XSETREF(SLOT(ds, dir_off[D_NEXT]), new_next);
     PyObject *call[6] = {NULL, d_o, nxt, payload, frame, ts};
     PyObject *sink = SLOT(conn, conn_off[C_SINK]);
+    Py_INCREF(conn);                     /* (held across the consumer's code) */
+    Py_INCREF(d_o);
     if (sink != NULL && sink != Py_None) {
         Py_INCREF(sink);
         PyObject *r = PyObject_Vectorcall(sink, call + 1, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
@@ -213,12 +215,12 @@ PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         Py_DECREF(sink);
         int taken = r == NULL ? -1 : PyObject_IsTrue(r);
         Py_XDECREF(r);
-        if (taken < 0) {
+        if (taken != 0) {
             Py_DECREF(nxt);
-            return NULL;
-        }
-        if (taken) {
-            Py_DECREF(nxt);
+            Py_DECREF(conn);
+            Py_DECREF(d_o);
+            if (taken < 0)
+                return NULL;
             Py_INCREF(no_events);
             return no_events;
         }
@@ -227,6 +229,8 @@ PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     call[1] = d_o;
     PyObject *event = PyObject_Vectorcall(args[5], call, 6, NULL);
     Py_DECREF(nxt);
+    Py_DECREF(conn);
+    Py_DECREF(d_o);
     if (event == NULL)
         return NULL;
     PyObject *out = PyList_New(1);

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections.abc import Sequence
-from typing import Any
 from operator import itemgetter
+from typing import Any
 
 from kwsniff.accel import speedups as _speedups
 from kwsniff.tcp import connection as cx
