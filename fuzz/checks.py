@@ -356,3 +356,19 @@ def _tap_sink(conn: Any, taken: dict[int, int]) -> None:
         return False
 
     conn.sink = counted
+
+
+def damaged_copy(packets: Sequence[tuple], rnd: Any) -> list[tuple]:
+    """``packets`` as a lossy capture would have them (``rnd``: a ``random.Random``):
+    about 5 % lost, 3 % duplicated and 3 % swapped with the packet before."""
+    out: list[tuple] = []
+    for p in packets:
+        r = rnd.random()
+        if r < 0.05:
+            continue                                # lost
+        out.append(p)
+        if r < 0.08:
+            out.append(p)                           # duplicated
+        elif r < 0.11 and len(out) > 2:
+            out[-1], out[-2] = out[-2], out[-1]     # reordered
+    return out

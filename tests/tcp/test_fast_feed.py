@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fuzz.checks import damaged_copy
 from kwsniff import accel
 from kwsniff.capture import open_capture
 from kwsniff.tcp import ConnectionOpened, TcpEventStream, TcpOptions
@@ -81,17 +82,7 @@ def _damaged(seed: int) -> list:
     packets = _packets(ROOT / "pcaps" / rnd.choice(["rdkafka-produce-codecs.pcap",
                                                     "rdkafka-consumer-group.pcap",
                                                     "aiokafka.pcap", "tansu-admin.pcap"]))
-    out = []
-    for p in packets:
-        r = rnd.random()
-        if r < 0.05:
-            continue                                # lost
-        out.append(p)
-        if r < 0.08:
-            out.append(p)                           # duplicated
-        elif r < 0.11 and len(out) > 2:
-            out[-1], out[-2] = out[-2], out[-1]     # reordered
-    return out
+    return damaged_copy(packets, rnd)
 
 
 def _same(packets: list, sink_every: int, gap_on_ack: bool = True) -> int:
