@@ -3,7 +3,8 @@ segments (a stream script, see :mod:`fuzz.wire`).
 
 Invariants: the event contract holds; every delivered byte equals the byte the script
 sent at that stream offset (when the handshake was captured, so offsets are known);
-nothing is delivered twice.
+nothing is delivered twice; the accelerator's in-order path (``tcp_feed``) gives the
+same events, connection state and counters as the reassembler's Python code.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from fuzz import checks, wire
 from fuzz import seeds as _seeds
 from kwsniff.tcp import StreamData, TcpEventStream, TcpOptions
+from kwsniff.tcp import reassembly
 
 MAX_LEN = 8192
 OPTIONS = TcpOptions(max_buffer=2048, max_total_buffer=4096, max_problems=50)
@@ -38,10 +40,36 @@ def expected_streams(data: bytes) -> tuple[bytes, bytes]:
     return c, b
 
 
+def _view(ev: object) -> tuple:
+    """An event and its connection's state when it was made."""
+    conn = ev.conn                                          # type: ignore[attr-defined]
+    return (type(ev).__name__,
+            tuple(getattr(ev, n) for n in type(ev).__slots__ if n != "conn"),
+            tuple(getattr(conn, n) for n in type(conn).__slots__ if n != "sink"))
+
+
+def _same_without_fast_feed(pkts: list, events: list, stream: TcpEventStream) -> None:
+    saved = reassembly._FAST_FEED
+    reassembly._FAST_FEED = None
+    try:
+        slow = TcpEventStream(pkts, OPTIONS)
+        slow_events = [_view(ev) for ev in slow]
+    finally:
+        reassembly._FAST_FEED = saved
+    checks.require(slow_events == events, "the C in-order path changed the events")
+    checks.require(slow.stats == stream.stats, "the C in-order path changed the counters")
+
+
 def one_input(data: bytes) -> None:
     pkts = wire.packet_tuples(wire.script_packets(data))
     stream = TcpEventStream(pkts, OPTIONS)
-    events = list(stream)
+    events = []
+    views = []
+    for ev in stream:
+        events.append(ev)
+        views.append(_view(ev))
+    if reassembly._FAST_FEED is not None:
+        _same_without_fast_feed(pkts, views, stream)
     checks.check_tcp_events(events, len(pkts))
     checks.check_problems(stream.stats.problems, "tcp")
     if not data or not data[0] & wire.OPT_HANDSHAKE:
