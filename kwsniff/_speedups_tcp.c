@@ -32,25 +32,50 @@ static PyObject *no_events;      /* the empty tuple feed returns */
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
-/* Offsets of the slots ``names`` of ``type`` (member descriptors of object slots). */
-static int slot_offsets(PyObject *type, const char **names, int n, Py_ssize_t *out) {
-    if (!PyType_Check(type)) {
-        PyErr_SetString(PyExc_TypeError, "tcp_setup: expected classes");
+/* One class to bind: the object given, the slots read, where their offsets and the
+   class are kept. */
+typedef struct {
+    PyObject *given;
+    const char **names;
+    int n;
+    Py_ssize_t *offsets;
+    PyTypeObject **keep;
+} Binding;
+
+#define MAX_BOUND_SLOTS 8
+
+/* Bind ``count`` classes: the offset of every named slot (a member descriptor of an
+   object slot) is found first; only when all are found are the offsets and classes
+   kept, so a failed call leaves the previous binding whole. 0, or -1 with TypeError. */
+static int bind_classes(const Binding *b, int count, const char *who) {
+    Py_ssize_t found[4][MAX_BOUND_SLOTS];
+    if (count > 4)
         return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        PyObject *descr = PyObject_GetAttrString(type, names[i]);
-        if (descr == NULL)
-            return -1;
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
-                 && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-        if (ok)
-            out[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "tcp_setup: %s is not an object slot", names[i]);
+    for (int k = 0; k < count; k++) {
+        if (!PyType_Check(b[k].given) || b[k].n > MAX_BOUND_SLOTS) {
+            PyErr_Format(PyExc_TypeError, "%s: expected classes", who);
             return -1;
         }
+        for (int i = 0; i < b[k].n; i++) {
+            PyObject *descr = PyObject_GetAttrString(b[k].given, b[k].names[i]);
+            if (descr == NULL)
+                return -1;
+            int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type)
+                     && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+            if (ok)
+                found[k][i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+            Py_DECREF(descr);
+            if (!ok) {
+                PyErr_Format(PyExc_TypeError, "%s: %s is not an object slot", who,
+                             b[k].names[i]);
+                return -1;
+            }
+        }
+    }
+    for (int k = 0; k < count; k++) {
+        memcpy(b[k].offsets, found[k], (size_t)b[k].n * sizeof(Py_ssize_t));
+        Py_INCREF(b[k].given);
+        Py_XSETREF(*b[k].keep, (PyTypeObject *)b[k].given);
     }
     return 0;
 }
@@ -61,18 +86,13 @@ PyObject *tcp_setup(PyObject *self, PyObject *args) {
     long control, ack;
     if (!PyArg_ParseTuple(args, "OOOll", &ft, &dt, &ct, &control, &ack))
         return NULL;
-    if (slot_offsets(ft, flow_slots, F_N, flow_off) < 0
-            || slot_offsets(dt, dir_slots, D_N, dir_off) < 0
-            || slot_offsets(ct, conn_slots, C_N, conn_off) < 0)
-        return NULL;
     if (no_events == NULL && (no_events = PyTuple_New(0)) == NULL)
         return NULL;
-    Py_INCREF(ft);
-    Py_INCREF(dt);
-    Py_INCREF(ct);
-    Py_XSETREF(flow_type, (PyTypeObject *)ft);
-    Py_XSETREF(dir_type, (PyTypeObject *)dt);
-    Py_XSETREF(conn_type, (PyTypeObject *)ct);
+    const Binding classes[3] = {{ft, flow_slots, F_N, flow_off, &flow_type},
+                                {dt, dir_slots, D_N, dir_off, &dir_type},
+                                {ct, conn_slots, C_N, conn_off, &conn_type}};
+    if (bind_classes(classes, 3, "tcp_setup") < 0)
+        return NULL;
     control_bits = control;
     ack_bit = ack;
     Py_RETURN_NONE;
@@ -268,11 +288,6 @@ PyObject *sink_setup(PyObject *self, PyObject *args) {
     PyObject *ft, *rt, *ct, *st;
     if (!PyArg_ParseTuple(args, "OOOO", &ft, &rt, &ct, &st))
         return NULL;
-    if (slot_offsets(ft, framer_slots, FR_N, framer_off) < 0
-            || slot_offsets(rt, reorder_slots, RO_N, reorder_off) < 0
-            || slot_offsets(ct, now_slots, 1, &now_off) < 0
-            || slot_offsets(st, last_ts_slots, 1, &last_ts_off) < 0)
-        return NULL;
     if (s_state == NULL && (s_state = PyUnicode_InternFromString("state")) == NULL)
         return NULL;
     if (s_next_sweep == NULL
@@ -280,14 +295,12 @@ PyObject *sink_setup(PyObject *self, PyObject *args) {
         return NULL;
     if (s_append == NULL && (s_append = PyUnicode_InternFromString("append")) == NULL)
         return NULL;
-    Py_INCREF(ft);
-    Py_INCREF(rt);
-    Py_INCREF(ct);
-    Py_INCREF(st);
-    Py_XSETREF(framer_type, (PyTypeObject *)ft);
-    Py_XSETREF(reorder_type, (PyTypeObject *)rt);
-    Py_XSETREF(ctx_type, (PyTypeObject *)ct);
-    Py_XSETREF(summary_type, (PyTypeObject *)st);
+    const Binding classes[4] = {{ft, framer_slots, FR_N, framer_off, &framer_type},
+                                {rt, reorder_slots, RO_N, reorder_off, &reorder_type},
+                                {ct, now_slots, 1, &now_off, &ctx_type},
+                                {st, last_ts_slots, 1, &last_ts_off, &summary_type}};
+    if (bind_classes(classes, 4, "sink_setup") < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 

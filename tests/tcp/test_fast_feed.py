@@ -137,3 +137,34 @@ def test_a_sink_error_propagates_from_the_fast_path() -> None:
             reassembly._FAST_FEED = saved
 
     assert run(True) == run(False)
+
+
+def test_a_refused_rebinding_leaves_the_binding_whole() -> None:
+    """tcp_setup/sink_setup find every slot before keeping any: a call that fails part
+    way (here after a class whose slots sit at other offsets) changes nothing."""
+    from kwsniff import engine as engine_mod
+    from kwsniff.engine import RunSummary
+    from kwsniff.kafka.conv_state import Context
+    from kwsniff.kafka.framing import Framer
+    from kwsniff.kafka.ordering import Reorderer
+
+    speedups = accel.speedups
+
+    class Shifted:
+        __slots__ = ("a", "b", "c", "closed", "dirs", "conn", "want_end", "last_offset",
+                     "buf", "segs")
+
+    class Unslotted:
+        pass
+
+    with pytest.raises((TypeError, AttributeError)):
+        speedups.tcp_setup(Shifted, reassembly._Direction, Unslotted, 7, 16)
+    with pytest.raises((TypeError, AttributeError)):
+        speedups.sink_setup(Shifted, Reorderer, Context, Unslotted)
+    packets = _packets(ROOT / "pcaps" / "rdkafka-produce-codecs.pcap")
+    # same results, and the C path still recognises the segments it did (offsets of
+    # another class would make it decline them, or read the wrong memory)
+    assert _same(packets, 3) > len(packets) * 0.6
+    assert engine_mod._FRAME_SINK is not None
+    # the engine's sink too: still the closure's results (test_sink compares in full)
+    speedups.sink_setup(Framer, Reorderer, Context, RunSummary)
