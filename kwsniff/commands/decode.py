@@ -262,6 +262,7 @@ def run(args: argparse.Namespace) -> int:
     emit = exchange_printer(args, palette, formatter, out.write)
 
     with capture_run(args, display_filter) as run_:
+        run_.selection.lean = bool(args.verbose)    # the tree does not read the facts
         for ex, facts in run_.exchanges():
             if formatter.start_ts is None:
                 # relative times count from the first packet, like tshark

@@ -68,9 +68,7 @@ from kwsniff.commands.decode import engine_options, exchange_printer, open_outpu
 from kwsniff.errors import CaptureError, UserError
 from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange, KafkaMessage
-from kwsniff.kafka.protocol.schema import message_schema
-from kwsniff.kafka.topic_ids import has_topic_ids
-from kwsniff.output.facts import ExchangeFacts, TopicNames
+from kwsniff.output.facts import ExchangeFacts, TopicNames, teaches
 from kwsniff.output.filter import DisplayFilter
 from kwsniff.output.pipeline import Selection
 from kwsniff.output.summary import SummaryFormatter
@@ -169,26 +167,6 @@ def _sample(path: str, packets: int) -> tuple[bool, float]:
 
 # ----------------------------------------------------------------------------- workers
 
-_TEACHES: dict[tuple[int, str, int], bool] = {}
-
-
-def _teaches(msg: KafkaMessage | None) -> bool:
-    """Whether the facts walk of ``msg`` can teach topic names: its schema has a
-    ``TopicId`` somewhere, or its schema is unknown (the body is walked to be sure)."""
-    if msg is None or type(msg.body) is not dict:
-        return False
-    key, version = msg.api_key, msg.api_version
-    if key is None or version is None:
-        return True
-    k = (key, msg.kind, version)
-    known = _TEACHES.get(k)
-    if known is None:
-        known = message_schema(key, msg.kind, version) is None or \
-            has_topic_ids(key, msg.kind, version)
-        _TEACHES[k] = known
-    return known
-
-
 class _Sink:
     """Length-prefixed records into a pipe, written in batches."""
 
@@ -234,7 +212,7 @@ def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNa
             events += before
             prepare(ex)
             yield ex
-        elif _teaches(ex.request) or _teaches(ex.response):
+        elif teaches(ex.request) or teaches(ex.response):
             ExchangeFacts(ex, names).response_side   # noqa: B018 - walks both, learning
         mark = len(events)
     after = events[mark:]
@@ -650,6 +628,7 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
     def factory(engine: Any, selection: Selection, write: Callable[[str], Any]) -> Any:
         formatter = SummaryFormatter(palette, args.time_format)
         printer = exchange_printer(args, palette, formatter, write)
+        selection.lean = bool(args.verbose)     # as in one process (decode.run)
 
         def emit(ex: Exchange, facts: Any) -> None:
             if formatter.start_ts is None:

@@ -536,6 +536,22 @@ class Records:
         bs = self.batches
         if not bs:
             return "empty" if not self.data else "undecodable"
+        if len(bs) == 1:        # (most sets: what the loop below gives, in fewer steps)
+            b = bs[0]
+            attrs = b.attributes
+            count = b.declared_count
+            if b.kind == KIND_V2 and attrs is not None and count is not None \
+                    and not b.truncated and self.format != FORMAT_07:
+                n = count if count > 0 else 0
+                text = f"1 batch, {n} record{'s' if n != 1 else ''}, magic {b.magic}"
+                codec = _comp.codec_name(attrs & 0x07)
+                if codec != "none":
+                    text += " " + codec
+                if attrs & 0x20:
+                    text += ", control"
+                if attrs & 0x10:
+                    text += ", transactional"
+                return text
         # one pass (the -V tree asks this of every record set): what record_count,
         # record_count_exact and truncated give, the magics, codecs and flags
         magics: set[int] = set()
@@ -1148,7 +1164,14 @@ def _decode_07(b: Batch) -> list[Record]:
 
 # -- internal topics --------------------------------------------------------------------
 
+_internal_topics: Any = None      # kwsniff.kafka.internal_topics, once imported
+
+
 def _decode_internal(topic: str, records: list[Record], problems: list[str]) -> None:
-    from kwsniff.kafka import internal_topics
-    if topic in internal_topics.INTERNAL_TOPICS:
-        internal_topics.decode_records(topic, records, problems)
+    global _internal_topics
+    internal = _internal_topics
+    if internal is None:        # (imported here: it imports this module)
+        from kwsniff.kafka import internal_topics as internal
+        _internal_topics = internal
+    if topic in internal.INTERNAL_TOPICS:
+        internal.decode_records(topic, records, problems)

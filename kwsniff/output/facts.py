@@ -51,7 +51,9 @@ from kwsniff.output.entity_rules import (
     ZERO_UUID,
     int_role,
 )
-from kwsniff.output.facts_walk import body_walker
+from kwsniff.kafka.protocol.schema import message_schema
+from kwsniff.kafka.topic_ids import has_topic_ids
+from kwsniff.output.facts_walk import body_walker, find_records, records_paths
 
 _FIND_COORDINATOR = 10
 _API_VERSIONS = 18
@@ -281,16 +283,39 @@ class _Collector:
                 acc[1] += size
 
 
+_TEACHES: dict[tuple[int, str, int], bool] = {}
+
+
+def teaches(msg: KafkaMessage | None) -> bool:
+    """Whether the facts walk of ``msg`` can teach topic names: its schema has a
+    ``TopicId`` somewhere, or its schema is unknown (the body is walked to be sure)."""
+    if msg is None or type(msg.body) is not dict:
+        return False
+    key, version = msg.api_key, msg.api_version
+    if key is None or version is None:
+        return True
+    k = (key, msg.kind, version)
+    known = _TEACHES.get(k)
+    if known is None:
+        known = message_schema(key, msg.kind, version) is None or \
+            has_topic_ids(key, msg.kind, version)
+        _TEACHES[k] = known
+    return known
+
+
 class ExchangeFacts:
     """Lazily computed entities of one exchange (see the module contract)."""
 
-    __slots__ = ("exchange", "_names", "_req", "_resp", "exact", "_record_problems")
+    __slots__ = ("exchange", "_names", "_req", "_resp", "exact", "_record_problems", "lean")
 
     def __init__(self, exchange: Exchange, names: TopicNames | None = None,
-                 exact: bool = False) -> None:
+                 exact: bool = False, lean: bool = False) -> None:
         self.exchange = exchange
         self._names = names
         self.exact = exact          # decompress legacy wrappers for exact record counts
+        # record_problems without walking bodies that cannot teach topic names (when
+        # nothing else will need their facts, e.g. the -V tree)
+        self.lean = lean
         self._req: _Collector | None = None
         self._resp: _Collector | None = None
         self._record_problems: int | None = None
@@ -433,12 +458,39 @@ class ExchangeFacts:
         change it, so the run's problem count and the summary line agree)."""
         n = self._record_problems
         if n is None:
+            sets = self._lean_record_sets() if self.lean and self._req is None else None
+            if sets is None:
+                sets = [s[2] for side in (self.request_side, self.response_side)
+                        for s in side.sets]
             n = 0
-            for side in (self.request_side, self.response_side):
-                for _topic, _partition, records in side.sets:
-                    n += records.problem_count
+            for records in sets:
+                n += records.problem_count
             self._record_problems = n
         return n
+
+    def _lean_record_sets(self) -> list[Records] | None:
+        """The record sets of both bodies found along their schemas' ``records`` paths
+        (:func:`~kwsniff.output.facts_walk.find_records`: the same sets the walks find),
+        or None when a walk is needed: a body that can teach topic names (the walks
+        learn them into the run's map) or one the schema table does not define."""
+        ex = self.exchange
+        if ex.protocol != "kafka":
+            return None
+        found: list[Records] = []
+        for msg in (ex.request, ex.response):
+            if msg is None or type(msg.body) is not dict:
+                continue
+            if teaches(msg):
+                return None
+            key, version = msg.api_key, msg.api_version
+            if key == _API_VERSIONS and msg.kind == RESPONSE:
+                version = msg.header.get("_body_version", version)
+            paths = records_paths(key, msg.kind, version)
+            if paths is None:
+                return None
+            if paths:
+                found += find_records(msg.body, paths)
+        return found
 
     @property
     def produced(self) -> dict[str, list[int]]:

@@ -17,6 +17,12 @@ Contract:
   to a ``TopicId`` (the generic walk's last choice for the struct's topic name).
 * The collector provides ``walk``, ``item``, ``topic_id``, ``records_set`` and the
   collections the generic walk fills.
+* :func:`records_paths` gives the field-name paths of a body's ``records`` fields and
+  :func:`find_records` follows them: the record sets a walk would find, without the
+  rest of the walk. Exact for the same reason: only the decoders of ``records`` fields
+  make :class:`~kwsniff.kafka.records.Records` values, and the walks find a value
+  under a struct key, descending only into structs and into arrays whose first
+  element is a struct; the paths cover every ``records`` field of every version.
 """
 
 from __future__ import annotations
@@ -206,3 +212,46 @@ def body_walker(api_key: int, kind: str, version: int) -> Walker | None:
     fn = gen.ns["walk"]
     fn.source = src  # type: ignore[attr-defined]
     return fn
+
+
+@lru_cache(maxsize=1024)
+def records_paths(api_key: int, kind: str, version: int) -> tuple[tuple[str, ...], ...] | None:
+    """The paths (field names from the body down) of every ``records`` field the schema
+    of this body defines, in any version or tagged; None when the schema table does not
+    define that body."""
+    seg = _schema.message_schema(api_key, kind, version)
+    if seg is None:
+        return None
+    out: list[tuple[str, ...]] = []
+
+    def visit(rows: tuple, path: tuple[str, ...]) -> None:
+        for row in rows:
+            name, children = row[_schema.F_NAME], row[_schema.F_CHILDREN]
+            if children is not None:
+                visit(children, (*path, name))
+            elif row[_schema.F_TYPE] == "records":
+                out.append((*path, name))
+
+    visit(seg[4], ())
+    return tuple(dict.fromkeys(out))
+
+
+def find_records(body: dict, paths: tuple[tuple[str, ...], ...]) -> list[Records]:
+    """The record sets at ``paths`` of ``body`` (see :func:`records_paths`)."""
+    found: list[Records] = []
+    for path in paths:
+        _follow(body, path, 0, found)
+    return found
+
+
+def _follow(d: dict, path: tuple[str, ...], i: int, found: list[Records]) -> None:
+    v = d.get(path[i])
+    if i == len(path) - 1:
+        if v is not None and isinstance(v, Records):
+            found.append(v)
+    elif type(v) is dict:
+        _follow(v, path, i + 1, found)
+    elif type(v) is list and v and type(v[0]) is dict:
+        for element in v:
+            if type(element) is dict:
+                _follow(element, path, i + 1, found)

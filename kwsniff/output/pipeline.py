@@ -6,7 +6,9 @@ Contract:
   those that pass the display filter, stopping after ``count`` of them; it counts what
   it saw (``seen``, ``shown``, ``problems``) and shares one
   :class:`~kwsniff.output.facts.TopicNames` map across the run. ``decode``, ``export``,
-  ``stats``, ``live`` and the TUI use it the same way.
+  ``stats``, ``live`` and the TUI use it the same way. ``lean`` (for output that does
+  not read the facts, e.g. the -V tree) makes the facts count record-set problems
+  without walking bodies that cannot teach topic names (the same counts and names).
 * :func:`run_counters` collects the run summary every command reports at its end
   (packets, connections, exchanges, problems, skipped and lost bytes) from the engine's
   ``RunSummary``, the capture's problems and the exchanges' problems;
@@ -27,8 +29,9 @@ class Selection:
     """Filter and count exchanges; see the module contract."""
 
     def __init__(self, display_filter: DisplayFilter | None = None, count: int | None = None,
-                 names: TopicNames | None = None) -> None:
+                 names: TopicNames | None = None, lean: bool = False) -> None:
         self.filter = display_filter
+        self.lean = lean
         self.count = count
         self.names = names if names is not None else TopicNames()
         self.seen = 0
@@ -40,6 +43,7 @@ class Selection:
         matches = self.filter.matches if self.filter is not None else None
         limit = self.count
         names = self.names
+        lean = self.lean
         for ex in exchanges:
             if limit is not None and self.shown >= limit:
                 return
@@ -47,7 +51,7 @@ class Selection:
             if ex.problems or (ex.request is not None and ex.request.problems) or \
                     (ex.response is not None and ex.response.problems):
                 self.problems += len(ex.all_problems())
-            facts = ExchangeFacts(ex, names)
+            facts = ExchangeFacts(ex, names, lean=lean)
             # batch header and CRC checks of the record sets: problems every mode
             # (summary line, -V tree, export) lists with the exchange
             self.problems += facts.record_problems

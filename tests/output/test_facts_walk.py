@@ -157,3 +157,98 @@ def test_record_problems_are_counted_once() -> None:
     assert records.problem_count > 0
     assert first.record_problems == 0                    # counted once
     assert facts().record_problems == records.problem_count
+
+
+# -- the record sets alone (ExchangeFacts(lean=True), the -V path) -----------------------
+
+def _exchanges() -> list[Any]:
+    out = []
+    for pcap in PCAPS:
+        with open_capture(str(pcap)) as source:
+            out += list(Engine(EngineOptions()).run(source))
+    return out
+
+
+def test_records_paths_name_every_records_field() -> None:
+    from kwsniff.output.facts_walk import records_paths
+    assert records_paths(0, "request", 9) == (("TopicData", "PartitionData", "Records"),)
+    assert records_paths(1, "response", 11) == (("Responses", "Partitions", "Records"),)
+    assert records_paths(59, "response", 0) == (("Topics", "Partitions", "UnalignedRecords"),)
+    assert records_paths(3, "response", 12) == ()              # Metadata: none
+    assert records_paths(12345, "request", 0) is None          # not in the table
+
+
+def test_found_records_are_the_walks_record_sets_on_sample_captures() -> None:
+    """find_records gives the very objects the walkers collect, also on bodies with
+    keys added after decoding and values of unexpected types."""
+    from kwsniff.output.facts_walk import find_records, records_paths
+    with_sets = 0
+    for msg in _messages():
+        version = msg.header.get("_body_version", msg.api_version)
+        paths = records_paths(msg.api_key, msg.kind, version)
+        if paths is None:
+            continue
+        for variant in ("as decoded", "extra key", "odd values"):
+            body = copy.deepcopy(msg.body) if variant != "as decoded" else msg.body
+            for struct in _structs(body)[::2] if variant != "as decoded" else ():
+                if variant == "extra key":
+                    struct["_decoded_X"] = {"data": {"Topics": ["t1"]}}
+                else:
+                    for key, value in list(struct.items()):
+                        if type(value) is list and value and type(value[0]) is dict:
+                            struct[key] = value[0]      # a struct where an array was
+                            break
+            col = _Collector(TopicNames(), msg.kind == "response")
+            col.walk(body, None, None)
+            walked = [id(r) for _, _, r in col.sets]
+            found = [id(r) for r in find_records(body, paths)]
+            assert sorted(found) == sorted(walked), (msg.api_key, msg.kind, version, variant)
+            with_sets += bool(found)
+    assert with_sets > 50
+
+
+def test_lean_facts_count_the_same_problems_and_learn_the_same_names() -> None:
+    """Selection(lean=True) over every sample capture: the same problem count, the same
+    per-exchange record problems and the same topic-id map as the full walks."""
+    from kwsniff.output.pipeline import Selection
+    for pcap in PCAPS:
+        runs = []
+        for lean in (False, True):
+            sel = Selection(lean=lean)
+            with open_capture(str(pcap)) as source:
+                per = [(ex.index, f.record_problems)
+                       for ex, f in sel(Engine(EngineOptions()).run(source))]
+            runs.append((sel.problems, per, list(sel.names._names.items())))
+        assert runs[0] == runs[1], pcap.name
+
+
+def test_lean_facts_walk_bodies_that_teach_topic_names() -> None:
+    """A Metadata response with topic ids is walked (its names are learnt) even when
+    only the record problems are asked for; a Produce request is not walked."""
+    for ex in _exchanges():
+        if ex.protocol != "kafka":
+            continue
+        names = TopicNames()
+        facts = ExchangeFacts(ex, names, lean=True)
+        facts.record_problems  # noqa: B018
+        from kwsniff.output.facts import teaches
+        walked = facts._req is not None
+        assert walked == (teaches(ex.request) or teaches(ex.response)), ex.index
+
+
+def test_lean_record_problems_count_damaged_record_sets() -> None:
+    """A batch with a bad CRC inside a Produce request counts as in a full walk."""
+    from fuzz import wire
+    from kwsniff.kafka.model import Exchange, KafkaMessage
+    from kwsniff.kafka.records import Records
+    data = bytearray(wire.v2_batch([wire.v2_record(0, b"k", b"v")]))
+    data[-1] ^= 0xFF                                       # the CRC no longer matches
+    counts = []
+    for lean in (False, True):
+        body = {"Acks": 1, "TimeoutMs": 5, "TopicData": [
+            {"Name": "t", "PartitionData": [{"Index": 0, "Records": Records(bytes(data))},
+                                            {"Index": 1, "Records": Records(bytes(data))}]}]}
+        msg = KafkaMessage("request", b"\0" * 16, 0, 9, body=body)
+        ex = Exchange(1, 0, ("a", 1), ("b", 2), "paired", request=msg)
+        counts.append(ExchangeFacts(ex, TopicNames(), lean=lean).record_problems)
+    assert counts[0] == counts[1] == 2

@@ -93,8 +93,8 @@ def test_topic_names_learnt_as_in_one_process() -> None:
     from kwsniff.kafka.decoding import complete
     from kwsniff.output.pipeline import Selection
 
-    def names(worker: int | None, jobs: int = 3) -> list[tuple[str, str]]:
-        selection = Selection()
+    def names(worker: int | None, jobs: int = 3, lean: bool = False) -> list[tuple[str, str]]:
+        selection = Selection(lean=lean)
         with open_capture(str(TANSU)) as source:
             engine = Engine(EngineOptions(defer_bodies=worker is not None))
             exchanges = engine.run(source)
@@ -110,17 +110,20 @@ def test_topic_names_learnt_as_in_one_process() -> None:
     assert expected      # the capture teaches names (DeleteTopics, Metadata v12, ...)
     for worker in range(3):
         assert names(worker) == expected
+        assert names(worker, lean=True) == expected     # (decode -V workers)
+    assert names(None, lean=True) == expected
 
 
 def test_teaching_schemas() -> None:
     from kwsniff.kafka.model import KafkaMessage
+    from kwsniff.output.facts import teaches
     body: dict = {}
-    assert parallel._teaches(KafkaMessage("response", b"", 3, 12, body=body))   # Metadata
-    assert parallel._teaches(KafkaMessage("request", b"", 1, 13, body=body))    # Fetch ids
-    assert not parallel._teaches(KafkaMessage("request", b"", 1, 12, body=body))
-    assert not parallel._teaches(KafkaMessage("request", b"", 0, 8, body=body))  # Produce
-    assert not parallel._teaches(KafkaMessage("response", b"", 3, 12, body=None))
-    assert parallel._teaches(KafkaMessage("response", b"", 9999, 0, body=body))  # unknown
+    assert teaches(KafkaMessage("response", b"", 3, 12, body=body))   # Metadata
+    assert teaches(KafkaMessage("request", b"", 1, 13, body=body))    # Fetch ids
+    assert not teaches(KafkaMessage("request", b"", 1, 12, body=body))
+    assert not teaches(KafkaMessage("request", b"", 0, 8, body=body))  # Produce
+    assert not teaches(KafkaMessage("response", b"", 3, 12, body=None))
+    assert teaches(KafkaMessage("response", b"", 9999, 0, body=body))  # unknown
 
 
 def test_jobs_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
