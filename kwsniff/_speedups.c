@@ -16,6 +16,7 @@
  *                JSON already in json.dumps's compact form
  *                (kwsniff.output.tree._builtin_text; None for anything else)
  *  plain_lines   the lines of an uncoloured -V tree (kwsniff.output.tree._plain_lines)
+ *  utf8_lines    those lines joined and encoded in one copy (kwsniff.output.tree.plain_utf8)
  *  NodeBase      the storage and constructor of kwsniff.output.tree.TreeNode (the Python
  *                class PyNodeBase there is its twin)
  *  tree_batch    kwsniff.output.tree._Builder.batch/.record for magic-2 batches when no
@@ -44,7 +45,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 10
+#define SPEEDUPS_VERSION 11
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -2075,6 +2076,51 @@ static PyObject *plain_lines(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(utf8_lines_doc,
+"utf8_lines(lines, tail) -> bytes or None\n\n"
+"'\\n'.join(lines).encode('utf-8') + tail for a list of exact str (one copy, no wide\n"
+"intermediate string). None (the caller encodes in Python) when an item is not an exact\n"
+"str or cannot be encoded strictly (a lone surrogate).");
+
+static PyObject *utf8_lines(PyObject *self, PyObject *args) {
+    PyObject *lines;
+    Py_buffer tail;
+    if (!PyArg_ParseTuple(args, "O!y*", &PyList_Type, &lines, &tail))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(lines), total = tail.len + (n > 1 ? n - 1 : 0);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *line = PyList_GET_ITEM(lines, i);
+        Py_ssize_t size;
+        if (!PyUnicode_CheckExact(line) || PyUnicode_AsUTF8AndSize(line, &size) == NULL) {
+            PyErr_Clear();
+            PyBuffer_Release(&tail);
+            Py_RETURN_NONE;
+        }
+        if (size > PY_SSIZE_T_MAX - total) {
+            PyBuffer_Release(&tail);
+            return PyErr_NoMemory();
+        }
+        total += size;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        PyBuffer_Release(&tail);
+        return NULL;
+    }
+    char *w = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t size;
+        const char *u = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(lines, i), &size);
+        if (i)
+            *w++ = '\n';
+        memcpy(w, u, (size_t)size);
+        w += size;
+    }
+    memcpy(w, tail.buf, (size_t)tail.len);
+    PyBuffer_Release(&tail);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"pcap_batch", pcap_batch, METH_VARARGS, pcap_batch_doc},
     {"pcapng_epbs", pcapng_epbs, METH_VARARGS, pcapng_epbs_doc},
@@ -2084,6 +2130,7 @@ static PyMethodDef methods[] = {
     {"v2_records", v2_records, METH_VARARGS, v2_records_doc},
     {"payload_view", payload_view, METH_VARARGS, payload_view_doc},
     {"plain_lines", plain_lines, METH_VARARGS, plain_lines_doc},
+    {"utf8_lines", utf8_lines, METH_VARARGS, utf8_lines_doc},
     {"tree_fields", (PyCFunction)(void (*)(void))tree_fields, METH_FASTCALL, tree_fields_doc},
     {"tree_batch", (PyCFunction)(void (*)(void))tree_batch, METH_FASTCALL, tree_batch_doc},
     {"decode_fields", (PyCFunction)(void (*)(void))decode_fields, METH_FASTCALL, decode_fields_doc},

@@ -22,7 +22,7 @@ from kwsniff.output.filter import DisplayFilter, compile_filter
 from kwsniff.output.hexdump import frame_bytes, hexdump_lines
 from kwsniff.output.pipeline import Selection, run_counters, run_summary_line
 from kwsniff.output.summary import TIME_FORMATS, SummaryFormatter
-from kwsniff.output.tree import DEFAULT_VALUE_CHARS, build_tree, render_tree
+from kwsniff.output.tree import DEFAULT_VALUE_CHARS, build_tree, plain_utf8, render_tree
 from kwsniff.plugin_api.cli import add_plugin_arguments
 
 # ----------------------------------------------------------------------------- shared
@@ -213,30 +213,46 @@ def _print_fields(out: IO[str]) -> None:
 
 
 def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryFormatter,
-                     write: Callable[[str], Any]) -> Callable[[Exchange, Any], None]:
+                     write: Callable[[str], Any],
+                     write_utf8: Callable[[bytes], Any] | None = None
+                     ) -> Callable[[Exchange, Any], None]:
     """``emit(exchange, facts)``: write one exchange as ``decode`` shows it (summary line,
-    or -V tree, then -x hex dump) through ``write``."""
+    or -V tree, then -x hex dump) through ``write``. With ``write_utf8`` (a writer of
+    strict UTF-8 bytes into the same output, in order) a plain -V tree may go through
+    it as bytes instead (the same text; see :func:`~kwsniff.output.tree.plain_utf8`)."""
     verbose, hexdump = args.verbose, args.hex
     value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
+    as_utf8 = write_utf8 is not None and not palette.enabled and not args.offsets
+    utf8_tail = b"\n" if hexdump else b"\n\n"
+
+    def hex_dump(ex: Exchange) -> None:
+        for msg in (ex.request, ex.response):
+            if msg is None:
+                continue
+            write(palette.dim(f"{msg.kind} frame, {msg.size} bytes"
+                              + (f" ({msg.missing} lost in a gap)" if msg.missing else "")
+                              + ":") + "\n")
+            for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
+                write(line)
+                write("\n")
 
     def emit(ex: Exchange, facts: Any) -> None:
         if verbose:
             root = build_tree(ex, spans=args.offsets, value_chars=value_chars)
+            data = plain_utf8(root, utf8_tail) if as_utf8 else None
+            if data is not None:            # the tree, its newline and (no -x) blank line
+                write_utf8(data)            # type: ignore[misc]
+                if hexdump:
+                    hex_dump(ex)
+                    write("\n")
+                return
             # one write per exchange: a write call per line costs more than the join
             write("\n".join(render_tree(root, palette=palette, offsets=args.offsets)))
             write("\n")
         else:
             write(formatter.format(ex, facts) + "\n")
         if hexdump:
-            for msg in (ex.request, ex.response):
-                if msg is None:
-                    continue
-                write(palette.dim(f"{msg.kind} frame, {msg.size} bytes"
-                                  + (f" ({msg.missing} lost in a gap)" if msg.missing else "")
-                                  + ":") + "\n")
-                for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
-                    write(line)
-                    write("\n")
+            hex_dump(ex)
         if verbose or hexdump:
             write("\n")
 

@@ -279,9 +279,10 @@ def _replay(manager: Any, events: list[Any]) -> None:
 
 
 #: ``factory(engine, selection, write) -> (emit, extra)``: a worker's output for one
-#: run; ``emit(exchange, facts)`` renders an owned exchange through ``write``,
-#: ``extra()`` is a dict of the worker's own counts for the parent
-Renderer = Callable[[Any, Selection, Callable[[str], Any]],
+#: run; ``emit(exchange, facts)`` renders an owned exchange through ``write`` (which
+#: takes text, or bytes of strict UTF-8 text), ``extra()`` is a dict of the worker's own
+#: counts for the parent
+Renderer = Callable[[Any, Selection, Callable[[Any], Any]],
                     tuple[Callable[[Exchange, Any], None], Callable[[], dict[str, Any]]]]
 
 
@@ -309,7 +310,9 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
         if events:
             sink.record(_EVENTS, pickle.dumps(events))
             events.clear()
-        sink.record(kind, "".join(parts).encode("utf-8", "surrogatepass"))
+        # (str parts, and the bytes of plain -V trees: strict UTF-8 of the same text)
+        sink.record(kind, b"".join([p.encode("utf-8", "surrogatepass") if type(p) is str
+                                    else p for p in parts]))
         parts.clear()
         measured[:] = [0, 0]
 
@@ -625,9 +628,9 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
                        out: IO[str]) -> int:
     """``decode`` on ``jobs`` worker processes (see the module contract)."""
 
-    def factory(engine: Any, selection: Selection, write: Callable[[str], Any]) -> Any:
+    def factory(engine: Any, selection: Selection, write: Callable[[Any], Any]) -> Any:
         formatter = SummaryFormatter(palette, args.time_format)
-        printer = exchange_printer(args, palette, formatter, write)
+        printer = exchange_printer(args, palette, formatter, write, write)
         selection.lean = bool(args.verbose)     # as in one process (decode.run)
 
         def emit(ex: Exchange, facts: Any) -> None:

@@ -211,6 +211,8 @@ _VIEWS_MAX_BYTES = 64
 _payload_view = _speedups.payload_view if _speedups is not None else None
 #: the accelerator's _plain_lines (None: Python only)
 _plain_lines_c = _speedups.plain_lines if _speedups is not None else None
+#: the accelerator's join-and-encode of plain lines (None: Python only)
+_utf8_lines = _speedups.utf8_lines if _speedups is not None else None
 
 
 def _builtin_text(data: bytes, limit: int | None) -> str:
@@ -878,6 +880,20 @@ def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = Fal
         except RecursionError:
             pass                    # a very deep tree: the explicit stack copes
     return _render_walk(root, palette, offsets, indent)
+
+
+def plain_utf8(root: TreeNode, tail: bytes = b"") -> bytes | None:
+    """``"\\n".join(render_tree(root)).encode("utf-8") + tail`` (no colours, no offsets,
+    the default indent) built in one copy by the accelerator, or None where it cannot
+    (no accelerator, a very deep tree, text that strict UTF-8 cannot encode): the caller
+    then renders through :func:`render_tree`."""
+    if _utf8_lines is None:
+        return None
+    try:
+        lines = _plain_lines(root, "    ")
+    except RecursionError:
+        return None
+    return _utf8_lines(lines, tail)
 
 
 def _render_walk(root: TreeNode, palette: Palette, offsets: bool, indent: str

@@ -59,6 +59,7 @@ def _same(capsys: pytest.CaptureFixture[str], argv: list[str], jobs: int) -> str
 @pytest.mark.parametrize("pcap", PCAPS, ids=lambda p: p.name)
 def test_identical_every_capture(capsys: pytest.CaptureFixture[str], pcap: Path) -> None:
     _same(capsys, [str(pcap)], 2)
+    _same(capsys, ["-V", str(pcap)], 2)
     _same(capsys, ["-V", "-x", str(pcap)], 3)
 
 
