@@ -17,6 +17,11 @@ Contract:
 * Topic ids (``uuid``) are turned into names with a :class:`TopicNames` map learned from
   responses that carry both (Metadata v10+, CreateTopics v7+, DeleteTopics v6+, ...);
   an id never seen with a name is reported as its UUID text.
+* ``ExchangeFacts(..., lean=True)`` (output that reads no facts, e.g. the -V tree) counts
+  :attr:`~ExchangeFacts.record_problems` from the record sets found along the schemas'
+  ``records`` fields (:func:`~kwsniff.output.facts_walk.find_records`) instead of
+  walking both bodies; bodies that can teach topic names (:func:`teaches`) or have no
+  schema are still walked, so the count and the run's topic-id map are the same.
 * Nothing here raises on odd bodies: unexpected shapes are skipped.
 """
 
@@ -478,9 +483,9 @@ class ExchangeFacts:
             return None
         found: list[Records] = []
         for msg in (ex.request, ex.response):
-            if msg is None or type(msg.body) is not dict:
-                continue
-            if teaches(msg):
+            if msg is None or not isinstance(msg.body, dict):
+                continue                    # (not walked either)
+            if type(msg.body) is not dict or teaches(msg):
                 return None
             key, version = msg.api_key, msg.api_version
             if key == _API_VERSIONS and msg.kind == RESPONSE:
