@@ -288,6 +288,14 @@ class _Collector:
                 acc[1] += size
 
 
+def _body_version(msg: KafkaMessage, version: int) -> int:
+    """The version the body of ``msg`` (API version ``version``) was decoded at: the
+    body of an ApiVersions response may be decoded at a lower version."""
+    if msg.api_key == _API_VERSIONS and msg.kind == RESPONSE:
+        return msg.header.get("_body_version", version)
+    return version
+
+
 _TEACHES: dict[tuple[int, str, int], bool] = {}
 
 
@@ -352,10 +360,7 @@ class ExchangeFacts:
         key, version = msg.api_key, msg.api_version
         if self.exchange.protocol != "kafka" or key is None or version is None:
             return None
-        if key == _API_VERSIONS and msg.kind == RESPONSE:
-            # the body of an ApiVersions response may be decoded at a lower version
-            version = msg.header.get("_body_version", version)
-        return body_walker(key, msg.kind, version)
+        return body_walker(key, msg.kind, _body_version(msg, version))
 
     @property
     def names(self) -> TopicNames | None:
@@ -487,10 +492,8 @@ class ExchangeFacts:
                 continue                    # (not walked either)
             if type(msg.body) is not dict or teaches(msg):
                 return None
-            key, version = msg.api_key, msg.api_version
-            if key == _API_VERSIONS and msg.kind == RESPONSE:
-                version = msg.header.get("_body_version", version)
-            paths = records_paths(key, msg.kind, version)
+            key, version = msg.api_key, msg.api_version     # (not None: teaches() said so)
+            paths = records_paths(key, msg.kind, _body_version(msg, version))
             if paths is None:
                 return None
             if paths:

@@ -225,13 +225,13 @@ def test_lean_facts_count_the_same_problems_and_learn_the_same_names() -> None:
 def test_lean_facts_walk_bodies_that_teach_topic_names() -> None:
     """A Metadata response with topic ids is walked (its names are learnt) even when
     only the record problems are asked for; a Produce request is not walked."""
+    from kwsniff.output.facts import teaches
     for ex in _exchanges():
         if ex.protocol != "kafka":
             continue
         names = TopicNames()
         facts = ExchangeFacts(ex, names, lean=True)
         facts.record_problems  # noqa: B018
-        from kwsniff.output.facts import teaches
         walked = facts._req is not None
         assert walked == (teaches(ex.request) or teaches(ex.response)), ex.index
 
