@@ -223,7 +223,6 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
     verbose, hexdump = args.verbose, args.hex
     value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
     as_utf8 = write_utf8 is not None and not palette.enabled and not args.offsets
-    utf8_tail = b"\n" if hexdump else b"\n\n"
 
     def hex_dump(ex: Exchange) -> None:
         for msg in (ex.request, ex.response):
@@ -239,16 +238,13 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
     def emit(ex: Exchange, facts: Any) -> None:
         if verbose:
             root = build_tree(ex, spans=args.offsets, value_chars=value_chars)
-            data = plain_utf8(root, utf8_tail) if as_utf8 else None
-            if data is not None:            # the tree, its newline and (no -x) blank line
+            data = plain_utf8(root, b"\n") if as_utf8 else None
+            if data is not None:
                 write_utf8(data)            # type: ignore[misc]
-                if hexdump:
-                    hex_dump(ex)
-                    write("\n")
-                return
-            # one write per exchange: a write call per line costs more than the join
-            write("\n".join(render_tree(root, palette=palette, offsets=args.offsets)))
-            write("\n")
+            else:
+                # one write per exchange: a write call per line costs more than the join
+                write("\n".join(render_tree(root, palette=palette, offsets=args.offsets)))
+                write("\n")
         else:
             write(formatter.format(ex, facts) + "\n")
         if hexdump:
