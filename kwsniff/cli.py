@@ -13,7 +13,7 @@ import sys
 import traceback
 from contextlib import AbstractContextManager, nullcontext
 
-from kwsniff import __version__, gc_policy
+from kwsniff import __version__, gc_policy, stdout_policy
 from kwsniff.errors import UserError
 
 # name -> (module, one-line help)
@@ -39,6 +39,12 @@ def gc_thresholds(command: str | None) -> AbstractContextManager[None]:
     so ``main()`` called in-process leaves no trace). The TUI keeps Python's defaults in
     its own process (its decoder process sets the streaming ones itself)."""
     return gc_policy.streaming() if command in STREAMING else nullcontext()
+
+
+def _batched_stdout(command: str | None) -> AbstractContextManager[None]:
+    """Block-buffered standard output for the streaming commands even where Python's
+    is unbuffered (:func:`kwsniff.stdout_policy.batched`)."""
+    return stdout_policy.batched() if command in STREAMING else nullcontext()
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -95,7 +101,8 @@ def _run(args: argparse.Namespace) -> int:
         with plugin_session(args) as plugins:   # loads --plugins etc. for this run
             if plugins.done:
                 return 0
-            return int(args._run(args) or 0)
+            with _batched_stdout(args.command):
+                return int(args._run(args) or 0)
     except UserError as err:
         if debug:
             traceback.print_exc()
