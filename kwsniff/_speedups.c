@@ -17,6 +17,10 @@
  *                (kwsniff.output.tree._builtin_text; None for anything else)
  *  plain_lines   the lines of an uncoloured -V tree (kwsniff.output.tree._plain_lines)
  *  utf8_lines    those lines joined and encoded in one copy (kwsniff.output.tree.plain_utf8)
+ *  header_fields the request-header plausibility check (kwsniff.kafka.plausible._header_fields;
+ *                request_fields: the same on a whole frame, .request_fields)
+ *  FrameBase     the storage and constructor of kwsniff.kafka.framing.Frame (PyFrameBase
+ *                there is its twin); cut_frames: Framer._fast's loop
  *  NodeBase      the storage and constructor of kwsniff.output.tree.TreeNode (the Python
  *                class PyNodeBase there is its twin)
  *  tree_batch    kwsniff.output.tree._Builder.batch/.record for magic-2 batches when no
@@ -42,16 +46,40 @@
  */
 #include "_speedups.h"
 #include <structmember.h>
+#include <stdarg.h>
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 11
+#define SPEEDUPS_VERSION 12
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
 #define ST_MORE 1     /* the batch is full or pos passed mark: call again */
 #define ST_CORRUPT 2  /* a record claims more than max_record bytes: the walk stops */
 
+
+/* A tuple of n new references (stolen); NULL (all released) if any is NULL. Cheaper
+ * than Py_BuildValue, which parses its format on every call. */
+static PyObject *tuple_steal(Py_ssize_t n, ...) {
+    PyObject *items[8];
+    va_list ap;
+    va_start(ap, n);
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        items[i] = va_arg(ap, PyObject *);
+        bad |= items[i] == NULL;
+    }
+    va_end(ap);
+    PyObject *out = bad ? NULL : PyTuple_New(n);
+    if (out == NULL) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(items[i]);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(out, i, items[i]);
+    return out;
+}
 
 /* The empty packet list of a batch walk, or NULL with the view released and an error
  * set (ValueError "NAME: bad arguments" when bad, else out of memory). */
@@ -126,8 +154,11 @@ static PyObject *pcap_batch(PyObject *self, PyObject *args) {
         frame += 1;
         /* the same two IEEE operations as sec + frac / units in Python */
         double ts = (double)sec + (double)frac / dunits;
-        if (batch_append(out, Py_BuildValue("(LdOy#I)", frame, ts, linktype,
-                                            (const char *)buf + start, (Py_ssize_t)incl, orig),
+        if (batch_append(out, tuple_steal(5, PyLong_FromLongLong(frame), PyFloat_FromDouble(ts),
+                                          Py_NewRef(linktype),
+                                          PyBytes_FromStringAndSize((const char *)buf + start,
+                                                                    (Py_ssize_t)incl),
+                                          PyLong_FromUnsignedLong(orig)),
                          &view) < 0)
             return NULL;
         pos = stop;
@@ -214,8 +245,11 @@ static PyObject *pcapng_epbs(PyObject *self, PyObject *args) {
             return NULL;
         }
         frame += 1;
-        if (batch_append(out, Py_BuildValue("(LNOy#I)", frame, ts, PyTuple_GET_ITEM(iface, 0),
-                                            (const char *)b + 28, (Py_ssize_t)cap, orig),
+        if (batch_append(out, tuple_steal(5, PyLong_FromLongLong(frame), ts,
+                                          Py_NewRef(PyTuple_GET_ITEM(iface, 0)),
+                                          PyBytes_FromStringAndSize((const char *)b + 28,
+                                                                    (Py_ssize_t)cap),
+                                          PyLong_FromUnsignedLong(orig)),
                          &view) < 0)
             return NULL;
         pos += blen;
@@ -251,8 +285,11 @@ static PyObject *eth_ipv4_tcp(PyObject *self, PyObject *arg) {
                                 | ((unsigned long)d[40] << 8) | d[41];
             unsigned long ack = ((unsigned long)d[42] << 24) | ((unsigned long)d[43] << 16)
                                 | ((unsigned long)d[44] << 8) | d[45];
-            res = Py_BuildValue("(y#kkIy#i)", (const char *)d + 26, (Py_ssize_t)12, seq, ack,
-                                offflags & 0xFF, (const char *)d + start, stop - start, 0);
+            res = tuple_steal(6, PyBytes_FromStringAndSize((const char *)d + 26, 12),
+                              PyLong_FromUnsignedLong(seq), PyLong_FromUnsignedLong(ack),
+                              PyLong_FromUnsignedLong(offflags & 0xFF),
+                              PyBytes_FromStringAndSize((const char *)d + start, stop - start),
+                              PyLong_FromLong(0));
         }
     }
     PyBuffer_Release(&view);
@@ -977,6 +1014,190 @@ static PyTypeObject NodeType = {
     .tp_clear = (inquiry)node_clear,
     .tp_members = node_members,
 };
+
+/* ---------------------------------------------------------------- Kafka frames */
+
+/* kwsniff.kafka.framing.Frame's storage: raw, offset, frame_first, frame_last, ts_first,
+ * ts_last, missing, skipped_before, discarded. Not GC-tracked: a frame holds bytes and
+ * numbers only (the framer's contract), so it cannot be part of a cycle. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *raw, *offset, *frame_first, *frame_last, *ts_first, *ts_last, *missing,
+             *skipped_before, *discarded;
+} FrameObject;
+
+#define FRAME_FIELDS 9
+#define FRAME_ARGS 8            /* the constructor's parameters (discarded starts at 0) */
+static const char *frame_names[FRAME_FIELDS] = {
+    "raw", "offset", "frame_first", "frame_last", "ts_first", "ts_last", "missing",
+    "skipped_before", "discarded"};
+static PyObject *frame_keys[FRAME_FIELDS];
+static PyObject *zero_int;
+
+static inline PyObject **frame_slot(FrameObject *f, int i) {
+    return &f->raw + i;
+}
+
+/* (a heap subclass's type reference is dropped by CPython's subtype_dealloc) */
+static void frame_dealloc(FrameObject *self) {
+    for (int i = 0; i < FRAME_FIELDS; i++)
+        Py_CLEAR(*frame_slot(self, i));
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* FrameBase(raw, offset, frame_first, frame_last, ts_first, ts_last, missing=0,
+ * skipped_before=0) */
+static int frame_init(FrameObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *given[FRAME_ARGS] = {NULL};
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n > FRAME_ARGS) {
+        PyErr_Format(PyExc_TypeError, "Frame takes at most %d arguments (%zd given)",
+                     FRAME_ARGS, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        given[i] = PyTuple_GET_ITEM(args, i);
+    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(kwds, &pos, &k, &v)) {
+            int i = 0;
+            for (; i < FRAME_ARGS; i++)
+                if (k == frame_keys[i])
+                    break;
+            if (i == FRAME_ARGS && PyUnicode_Check(k))
+                for (i = 0; i < FRAME_ARGS; i++)
+                    if (PyUnicode_Compare(k, frame_keys[i]) == 0)
+                        break;
+            if (i == FRAME_ARGS) {
+                PyErr_Format(PyExc_TypeError,
+                             "Frame got an unexpected keyword argument '%S'", k);
+                return -1;
+            }
+            if (given[i] != NULL && i < n) {
+                PyErr_Format(PyExc_TypeError, "Frame got multiple values for argument '%s'",
+                             frame_names[i]);
+                return -1;
+            }
+            given[i] = v;
+        }
+    }
+    for (int i = 0; i < 6; i++)
+        if (given[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "Frame missing required argument: '%s'",
+                         frame_names[i]);
+            return -1;
+        }
+    for (int i = 0; i < FRAME_FIELDS; i++) {
+        PyObject *v = i < FRAME_ARGS && given[i] != NULL ? given[i] : zero_int;
+        Py_XSETREF(*frame_slot(self, i), Py_NewRef(v));
+    }
+    return 0;
+}
+
+static PyMemberDef frame_members[] = {
+    {"raw", T_OBJECT, offsetof(FrameObject, raw), 0, NULL},
+    {"offset", T_OBJECT, offsetof(FrameObject, offset), 0, NULL},
+    {"frame_first", T_OBJECT, offsetof(FrameObject, frame_first), 0, NULL},
+    {"frame_last", T_OBJECT, offsetof(FrameObject, frame_last), 0, NULL},
+    {"ts_first", T_OBJECT, offsetof(FrameObject, ts_first), 0, NULL},
+    {"ts_last", T_OBJECT, offsetof(FrameObject, ts_last), 0, NULL},
+    {"missing", T_OBJECT, offsetof(FrameObject, missing), 0, NULL},
+    {"skipped_before", T_OBJECT, offsetof(FrameObject, skipped_before), 0, NULL},
+    {"discarded", T_OBJECT, offsetof(FrameObject, discarded), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject FrameType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kwsniff._speedups.FrameBase",
+    .tp_doc = PyDoc_STR("The storage and constructor of kwsniff.kafka.framing.Frame: raw, "
+                        "offset, frame_first, frame_last, ts_first, ts_last, missing=0, "
+                        "skipped_before=0 (discarded starts at 0)."),
+    .tp_basicsize = sizeof(FrameObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)frame_init,
+    .tp_dealloc = (destructor)frame_dealloc,
+    .tp_members = frame_members,
+};
+
+PyDoc_STRVAR(cut_frames_doc,
+"cut_frames(frame_type, data, offset, frame, ts, max_frame, skip) -> (frames, pos) or None\n\n"
+"kwsniff.kafka.framing.Framer._fast's loop: the complete size-prefixed frames at the\n"
+"start of data, as frame_type objects (a subclass of FrameBase) made as\n"
+"frame_type(bytes(data[pos + 4:end]), offset + pos, frame, frame, ts, ts, 0, skip) with\n"
+"skip for the first frame and 0 after; pos is where the loop stopped (a partial frame\n"
+"or an implausible size). None (the caller runs the Python loop) for a type that is not\n"
+"a FrameBase subclass or offsets past 2**62.");
+
+static PyObject *cut_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyType_Check(args[0])
+            || !PyType_IsSubtype((PyTypeObject *)args[0], &FrameType))
+        Py_RETURN_NONE;
+    PyTypeObject *tp = (PyTypeObject *)args[0];
+    if (tp->tp_basicsize != FrameType.tp_basicsize)
+        Py_RETURN_NONE;                      /* a subclass with storage of its own */
+    int overflow = 0;
+    long long offset = PyLong_Check(args[2]) ? PyLong_AsLongLongAndOverflow(args[2], &overflow)
+                                             : -1;
+    long long max_frame = PyLong_Check(args[5])
+        ? PyLong_AsLongLongAndOverflow(args[5], &overflow) : -1;
+    if (PyErr_Occurred())
+        return NULL;
+    if (overflow || offset < 0 || offset > (1LL << 62) || max_frame < 0)
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *frame = args[3], *ts = args[4], *skip = args[6];
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len, pos = 0;
+    while (n - pos >= 4) {
+        const unsigned char *q = d + pos;
+        int32_t size = (int32_t)(((uint32_t)q[0] << 24) | ((uint32_t)q[1] << 16)
+                                 | ((uint32_t)q[2] << 8) | (uint32_t)q[3]);
+        if (size < 0 || size > max_frame)
+            break;
+        Py_ssize_t end = pos + 4 + (Py_ssize_t)size;
+        if (end > n)
+            break;
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)q + 4, size);
+        PyObject *off = raw ? PyLong_FromLongLong(offset + pos) : NULL;
+        FrameObject *f = off ? (FrameObject *)tp->tp_alloc(tp, 0) : NULL;
+        if (f == NULL) {
+            Py_XDECREF(raw);
+            Py_XDECREF(off);
+            goto fail;
+        }
+        f->raw = raw;
+        f->offset = off;
+        f->frame_first = Py_NewRef(frame);
+        f->frame_last = Py_NewRef(frame);
+        f->ts_first = Py_NewRef(ts);
+        f->ts_last = Py_NewRef(ts);
+        f->missing = Py_NewRef(zero_int);
+        f->skipped_before = Py_NewRef(skip);
+        f->discarded = Py_NewRef(zero_int);
+        skip = zero_int;
+        int r = PyList_Append(out, (PyObject *)f);
+        Py_DECREF(f);
+        if (r < 0)
+            goto fail;
+        pos = end;
+    }
+    PyBuffer_Release(&view);
+    return tuple_steal(2, out, PyLong_FromSsize_t(pos));
+fail:
+    Py_DECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
 
 /* ---------------------------------------------------------------- tree fields */
 
@@ -2121,6 +2342,142 @@ static PyObject *utf8_lines(PyObject *self, PyObject *args) {
     return out;
 }
 
+PyDoc_STRVAR(header_fields_doc,
+"header_fields(buf, pos, end, size, max_versions) -> (api_key, api_version, corr) or None\n\n"
+"kwsniff.kafka.plausible._header_fields: whether a plausible request header (no size\n"
+"prefix) of a ``size``-byte frame starts at ``buf[pos]``, looking only below ``end``.\n"
+"NotImplemented (the caller runs the Python code) where the buffer is shorter than\n"
+"``end`` or the header prefix, or ``max_versions`` is not a tuple of ints.");
+
+/* A client id of printable text: printable ASCII, else strict UTF-8 whose str is
+ * printable (str.isprintable). 1, 0, or -1 with an error set. */
+static int hf_client_id_ok(const unsigned char *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] > 0x7e)
+            goto slow;
+    return 1;
+slow:;
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+    if (text == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *ok = PyObject_CallMethod(text, "isprintable", NULL);
+    Py_DECREF(text);
+    if (ok == NULL)
+        return -1;
+    int r = PyObject_IsTrue(ok);
+    Py_DECREF(ok);
+    return r;
+}
+
+static PyObject *hf_check(PyObject *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t size,
+                          PyObject *mv, int whole);
+
+static PyObject *header_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyTuple_CheckExact(args[4]))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t size = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return hf_check(args[0], pos, end, size, args[4], 0);
+}
+
+PyDoc_STRVAR(request_fields_doc,
+"request_fields(max_versions, raw) -> (api_key, api_version, corr) or None\n\n"
+"header_fields(raw, 0, len(raw), len(raw), max_versions) "
+"(kwsniff.kafka.plausible.request_fields).");
+
+static PyObject *request_fields_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "request_fields(max_versions: tuple, raw)");
+        return NULL;
+    }
+    return hf_check(args[1], 0, -1, -1, args[0], 1);
+}
+
+/* whole: pos 0, end and size the buffer's length (errors raise instead of declining) */
+static PyObject *hf_check(PyObject *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t size,
+                          PyObject *mv, int whole) {
+    if (!whole && (end - pos < 10 || size < 10))
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0) {
+        if (whole)
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    PyObject *out = NULL;
+    if (whole) {
+        end = size = view.len;
+        if (end < 10) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if (pos < 0 || end > view.len) {
+        out = Py_NewRef(Py_NotImplemented);
+        goto done;
+    }
+    const unsigned char *q = (const unsigned char *)view.buf + pos;
+    int api_key = (int16_t)((q[0] << 8) | q[1]);
+    int version = (int16_t)((q[2] << 8) | q[3]);
+    int32_t corr = (int32_t)(((uint32_t)q[4] << 24) | ((uint32_t)q[5] << 16)
+                             | ((uint32_t)q[6] << 8) | (uint32_t)q[7]);
+    int cid_len = (int16_t)((q[8] << 8) | q[9]);
+    if (api_key < 0 || api_key >= PyTuple_GET_SIZE(mv)) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *hi_obj = PyTuple_GET_ITEM(mv, api_key);
+    long hi = PyLong_CheckExact(hi_obj) ? PyLong_AsLong(hi_obj) : -1;
+    if (!PyLong_CheckExact(hi_obj) || (hi == -1 && PyErr_Occurred())) {
+        if (whole) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "max_versions must hold ints");
+            goto done;
+        }
+        PyErr_Clear();
+        out = Py_NewRef(Py_NotImplemented);
+        goto done;
+    }
+    if (version < 0 || version > hi || corr < 0) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (!(api_key == 7 && version == 0)) {
+        if (cid_len < -1 || cid_len > size - 10) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (cid_len > 0) {
+            if (end - pos < 10 + (Py_ssize_t)cid_len) {
+                out = Py_NewRef(Py_None);
+                goto done;
+            }
+            int ok = hf_client_id_ok(q + 10, cid_len);
+            if (ok < 0)
+                goto done;
+            if (!ok) {
+                out = Py_NewRef(Py_None);
+                goto done;
+            }
+        }
+    }
+    out = tuple_steal(3, PyLong_FromLong(api_key), PyLong_FromLong(version),
+                      PyLong_FromLong(corr));
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"pcap_batch", pcap_batch, METH_VARARGS, pcap_batch_doc},
     {"pcapng_epbs", pcapng_epbs, METH_VARARGS, pcapng_epbs_doc},
@@ -2131,6 +2488,11 @@ static PyMethodDef methods[] = {
     {"payload_view", payload_view, METH_VARARGS, payload_view_doc},
     {"plain_lines", plain_lines, METH_VARARGS, plain_lines_doc},
     {"utf8_lines", utf8_lines, METH_VARARGS, utf8_lines_doc},
+    {"header_fields", (PyCFunction)(void (*)(void))header_fields, METH_FASTCALL,
+     header_fields_doc},
+    {"cut_frames", (PyCFunction)(void (*)(void))cut_frames, METH_FASTCALL, cut_frames_doc},
+    {"request_fields", (PyCFunction)(void (*)(void))request_fields_c, METH_FASTCALL,
+     request_fields_doc},
     {"tree_fields", (PyCFunction)(void (*)(void))tree_fields, METH_FASTCALL, tree_fields_doc},
     {"tree_batch", (PyCFunction)(void (*)(void))tree_batch, METH_FASTCALL, tree_batch_doc},
     {"decode_fields", (PyCFunction)(void (*)(void))decode_fields, METH_FASTCALL, decode_fields_doc},
@@ -2196,6 +2558,12 @@ PyMODINIT_FUNC PyInit__speedups(void) {
             return NULL;
     if (decode_fields_init() < 0)
         return NULL;
+    for (int i = 0; i < FRAME_FIELDS; i++)
+        if ((frame_keys[i] = PyUnicode_InternFromString(frame_names[i])) == NULL)
+            return NULL;
+    zero_int = PyLong_FromLong(0);
+    if (zero_int == NULL || PyType_Ready(&FrameType) < 0)
+        return NULL;
     empty_str = PyUnicode_FromString("");
     empty_tuple = PyTuple_New(0);
     if (empty_str == NULL || empty_tuple == NULL || PyType_Ready(&NodeType) < 0
@@ -2205,7 +2573,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeType) < 0
-            || PyModule_AddObjectRef(m, "FrameSink", (PyObject *)&FrameSinkType) < 0) {
+            || PyModule_AddObjectRef(m, "FrameSink", (PyObject *)&FrameSinkType) < 0
+            || PyModule_AddObjectRef(m, "FrameBase", (PyObject *)&FrameType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -40,7 +40,9 @@ from __future__ import annotations
 import re
 import struct
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
+
+from kwsniff.accel import speedups
 
 _I32 = struct.Struct(">i")
 
@@ -91,8 +93,9 @@ def _candidate(buf: bytearray, p: int, lim: int) -> int:
         p = max(p + 1, m.start() - 3)
 
 
-class Frame:
-    """One size-delimited frame; ``raw`` excludes the 4-byte size prefix."""
+class PyFrameBase:
+    """The storage and constructor of :class:`Frame` in Python (the accelerator's
+    ``FrameBase`` is its twin: the same attributes, defaults and argument errors)."""
 
     __slots__ = ("raw", "offset", "frame_first", "frame_last", "ts_first", "ts_last",
                  "missing", "skipped_before", "discarded")
@@ -108,6 +111,29 @@ class Frame:
         self.missing = missing              # bytes of the frame lost in a capture gap
         self.skipped_before = skipped_before  # unframed bytes dropped just before this frame
         self.discarded = 0                  # bytes of missing that were captured after a hole
+
+
+#: the accelerator's frame storage (a C constructor; ``cut_frames`` makes frames directly)
+_FrameBase: Any = speedups.FrameBase if speedups is not None else PyFrameBase
+_CUT_FRAMES: Any = speedups.cut_frames if speedups is not None else None
+
+
+class Frame(_FrameBase):  # type: ignore[misc,valid-type]
+    """One size-delimited frame; ``raw`` excludes the 4-byte size prefix. Holds bytes
+    and numbers only. Constructor: ``Frame(raw, offset, frame_first, frame_last,
+    ts_first, ts_last, missing=0, skipped_before=0)``; ``discarded`` starts at 0."""
+
+    __slots__ = ()
+
+    raw: bytes
+    offset: int
+    frame_first: int
+    frame_last: int
+    ts_first: float
+    ts_last: float
+    missing: int
+    skipped_before: int
+    discarded: int
 
     def __repr__(self) -> str:
         return (f"Frame(len={len(self.raw)}, offset={self.offset}, frames={self.frame_first}-"
@@ -417,22 +443,17 @@ class Framer:
 
     def _fast(self, offset: int, data: bytes | memoryview, frame: int, ts: float) -> list[Frame]:
         """SYNCED with an empty buffer: cut frames straight out of ``data``."""
-        out: list[Frame] = []
         n = len(data)
-        pos = 0
         max_frame = self.max_frame
         unpack = _I32.unpack_from
-        while n - pos >= 4:
-            size = unpack(data, pos)[0]
-            if size < 0 or size > max_frame:
-                break
-            end = pos + 4 + size
-            if end > n:
-                break
-            out.append(Frame(bytes(data[pos + 4:end]), offset + pos, frame, frame, ts, ts,
-                             0, self._pending_skip))
-            self._pending_skip = 0
-            pos = end
+        cut = _CUT_FRAMES(Frame, data, offset, frame, ts, max_frame, self._pending_skip) \
+            if _CUT_FRAMES is not None else None
+        if cut is not None:
+            out, pos = cut
+            if out:
+                self._pending_skip = 0
+        else:
+            out, pos = self._cut_py(offset, data, frame, ts)
         self.frames_cut += len(out)
         if pos < n:
             self.buf = bytearray(data[pos:])
@@ -449,6 +470,28 @@ class Framer:
         else:
             self.base = offset + n
         return out
+
+    def _cut_py(self, offset: int, data: bytes | memoryview, frame: int, ts: float
+                ) -> tuple[list[Frame], int]:
+        """The complete frames at the start of ``data`` and where they end (the loop of
+        :meth:`_fast`; the accelerator's ``cut_frames`` is its twin)."""
+        out: list[Frame] = []
+        n = len(data)
+        pos = 0
+        max_frame = self.max_frame
+        unpack = _I32.unpack_from
+        while n - pos >= 4:
+            size = unpack(data, pos)[0]
+            if size < 0 or size > max_frame:
+                break
+            end = pos + 4 + size
+            if end > n:
+                break
+            out.append(Frame(bytes(data[pos + 4:end]), offset + pos, frame, frame, ts, ts,
+                             0, self._pending_skip))
+            self._pending_skip = 0
+            pos = end
+        return out, pos
 
     def _lost_sync(self, size: int) -> None:
         frame, _ = self._locate(self.base + self.pos)

@@ -12,7 +12,11 @@ stream is in sync; these checks only decide where a frame may *start*.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
+from kwsniff.accel import speedups
 from kwsniff.kafka.protocol import schema
 
 _I32 = struct.Struct(">i")
@@ -87,14 +91,12 @@ def request_header_at(buf: bytes | bytearray | memoryview, pos: int, end: int,
     return (size, fields[0], fields[1], fields[2])
 
 
-def request_fields(raw: bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
-    """``(api_key, api_version, correlation_id)`` if a frame body ``raw`` (no size prefix)
-    starts like a plausible Kafka request."""
-    return _header_fields(raw, 0, len(raw), len(raw))
+def _request_fields_py(raw: bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
+    return _header_fields_py(raw, 0, len(raw), len(raw))
 
 
-def _header_fields(buf: bytes | bytearray | memoryview, pos: int, end: int,
-                   size: int) -> tuple[int, int, int] | None:
+def _header_fields_py(buf: bytes | bytearray | memoryview, pos: int, end: int,
+                      size: int) -> tuple[int, int, int] | None:
     if end - pos < 10 or size < MIN_REQUEST_SIZE:
         return None
     api_key, version, corr, cid_len = _H16_H16_I32_H16.unpack_from(buf, pos)
@@ -112,6 +114,33 @@ def _header_fields(buf: bytes | bytearray | memoryview, pos: int, end: int,
         if not _client_id_ok(buf, pos + 10, cid_len):
             return None
     return (api_key, version, corr)
+
+
+def _bind_header_fields() -> Any:
+    """The accelerator's ``header_fields`` with the Python code where it declines."""
+    fast = getattr(speedups, "header_fields", None) if speedups is not None else None
+    if fast is None:
+        return _header_fields_py
+    versions = MAX_VERSIONS
+    declined = NotImplemented
+
+    def header_fields(buf: bytes | bytearray | memoryview, pos: int, end: int,
+                      size: int) -> tuple[int, int, int] | None:
+        r = fast(buf, pos, end, size, versions)
+        return _header_fields_py(buf, pos, end, size) if r is declined else r
+
+    return header_fields
+
+
+#: ``(api_key, api_version, correlation_id)`` if a plausible request header of a
+#: ``size``-byte frame starts at ``buf[pos]`` (looking below ``end``), else None
+_header_fields = _bind_header_fields()
+
+#: ``request_fields(raw)``: ``(api_key, api_version, correlation_id)`` if a frame body
+#: ``raw`` (no size prefix) starts like a plausible Kafka request, else None
+request_fields: Callable[[bytes | bytearray | memoryview], tuple[int, int, int] | None] = (
+    partial(speedups.request_fields, MAX_VERSIONS)
+    if speedups is not None and hasattr(speedups, "request_fields") else _request_fields_py)
 
 
 def request_prefix_needed(buf: bytes | bytearray | memoryview, pos: int, end: int) -> int:
