@@ -925,43 +925,52 @@ static void node_dealloc(NodeObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* NodeBase(label, value="", children=<new list>, start=None, length=None, message=None,
- * about=None, path=(), style=None): the dataclass constructor's arguments */
-static int node_init(NodeObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *given[NODE_FIELDS] = {NULL};
+/* The arguments of a constructor of at most `count` parameters named `names` (interned
+ * as `keys`), positional or by keyword, into given[] (borrowed; NULL: not given).
+ * 0, or -1 with a TypeError naming `what`. */
+static int init_args(PyObject *args, PyObject *kwds, int count, const char **names,
+                     PyObject **keys, const char *what, PyObject **given) {
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    if (n > NODE_FIELDS) {
-        PyErr_Format(PyExc_TypeError, "TreeNode takes at most %d arguments (%zd given)",
-                     NODE_FIELDS, n);
+    if (n > count) {
+        PyErr_Format(PyExc_TypeError, "%s takes at most %d arguments (%zd given)", what,
+                     count, n);
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++)
         given[i] = PyTuple_GET_ITEM(args, i);
-    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(kwds, &pos, &k, &v)) {
-            int i = 0;
-            for (; i < NODE_FIELDS; i++)
-                if (k == node_keys[i])
+    if (kwds == NULL || !PyDict_GET_SIZE(kwds))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(kwds, &pos, &k, &v)) {
+        int i = 0;
+        for (; i < count; i++)
+            if (k == keys[i])
+                break;
+        if (i == count && PyUnicode_Check(k))
+            for (i = 0; i < count; i++)
+                if (PyUnicode_Compare(k, keys[i]) == 0)
                     break;
-            if (i == NODE_FIELDS && PyUnicode_Check(k))
-                for (i = 0; i < NODE_FIELDS; i++)
-                    if (PyUnicode_Compare(k, node_keys[i]) == 0)
-                        break;
-            if (i == NODE_FIELDS) {
-                PyErr_Format(PyExc_TypeError,
-                             "TreeNode got an unexpected keyword argument '%S'", k);
-                return -1;
-            }
-            if (given[i] != NULL && i < n) {
-                PyErr_Format(PyExc_TypeError, "TreeNode got multiple values for argument '%s'",
-                             node_names[i]);
-                return -1;
-            }
-            given[i] = v;
+        if (i == count) {
+            PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument '%S'", what, k);
+            return -1;
         }
+        if (given[i] != NULL && i < n) {
+            PyErr_Format(PyExc_TypeError, "%s got multiple values for argument '%s'", what,
+                         names[i]);
+            return -1;
+        }
+        given[i] = v;
     }
+    return 0;
+}
+
+/* NodeBase(label, value="", children=<new list>, start=None, length=None, message=None,
+ * about=None, path=(), style=None): the dataclass constructor's arguments */
+static int node_init(NodeObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *given[NODE_FIELDS] = {NULL};
+    if (init_args(args, kwds, NODE_FIELDS, node_names, node_keys, "TreeNode", given) < 0)
+        return -1;
     if (given[0] == NULL) {
         PyErr_SetString(PyExc_TypeError, "TreeNode missing 1 required positional argument: "
                                          "'label'");
@@ -1049,39 +1058,8 @@ static void frame_dealloc(FrameObject *self) {
  * skipped_before=0) */
 static int frame_init(FrameObject *self, PyObject *args, PyObject *kwds) {
     PyObject *given[FRAME_ARGS] = {NULL};
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
-    if (n > FRAME_ARGS) {
-        PyErr_Format(PyExc_TypeError, "Frame takes at most %d arguments (%zd given)",
-                     FRAME_ARGS, n);
+    if (init_args(args, kwds, FRAME_ARGS, frame_names, frame_keys, "Frame", given) < 0)
         return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
-        given[i] = PyTuple_GET_ITEM(args, i);
-    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(kwds, &pos, &k, &v)) {
-            int i = 0;
-            for (; i < FRAME_ARGS; i++)
-                if (k == frame_keys[i])
-                    break;
-            if (i == FRAME_ARGS && PyUnicode_Check(k))
-                for (i = 0; i < FRAME_ARGS; i++)
-                    if (PyUnicode_Compare(k, frame_keys[i]) == 0)
-                        break;
-            if (i == FRAME_ARGS) {
-                PyErr_Format(PyExc_TypeError,
-                             "Frame got an unexpected keyword argument '%S'", k);
-                return -1;
-            }
-            if (given[i] != NULL && i < n) {
-                PyErr_Format(PyExc_TypeError, "Frame got multiple values for argument '%s'",
-                             frame_names[i]);
-                return -1;
-            }
-            given[i] = v;
-        }
-    }
     for (int i = 0; i < 6; i++)
         if (given[i] == NULL) {
             PyErr_Format(PyExc_TypeError, "Frame missing required argument: '%s'",
