@@ -2351,35 +2351,6 @@ slow:;
     return r;
 }
 
-static PyObject *hf_check(PyObject *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t size,
-                          PyObject *mv, int whole);
-
-static PyObject *header_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyTuple_CheckExact(args[4]))
-        Py_RETURN_NOTIMPLEMENTED;
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t size = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    return hf_check(args[0], pos, end, size, args[4], 0);
-}
-
-PyDoc_STRVAR(request_fields_doc,
-"request_fields(max_versions, raw) -> (api_key, api_version, corr) or None\n\n"
-"header_fields(raw, 0, len(raw), len(raw), max_versions) "
-"(kwsniff.kafka.plausible.request_fields).");
-
-static PyObject *request_fields_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyTuple_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "request_fields(max_versions: tuple, raw)");
-        return NULL;
-    }
-    return hf_check(args[1], 0, -1, -1, args[0], 1);
-}
-
 /* whole: pos 0, end and size the buffer's length (errors raise instead of declining) */
 static PyObject *hf_check(PyObject *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t size,
                           PyObject *mv, int whole) {
@@ -2454,6 +2425,32 @@ static PyObject *hf_check(PyObject *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
 done:
     PyBuffer_Release(&view);
     return out;
+}
+
+static PyObject *header_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyTuple_CheckExact(args[4]))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t size = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return hf_check(args[0], pos, end, size, args[4], 0);
+}
+
+PyDoc_STRVAR(request_fields_doc,
+"request_fields(max_versions, raw) -> (api_key, api_version, corr) or None\n\n"
+"header_fields(raw, 0, len(raw), len(raw), max_versions) "
+"(kwsniff.kafka.plausible.request_fields).");
+
+static PyObject *request_fields_c(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "request_fields(max_versions: tuple, raw)");
+        return NULL;
+    }
+    return hf_check(args[1], 0, -1, -1, args[0], 1);
 }
 
 static PyMethodDef methods[] = {
