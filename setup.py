@@ -8,6 +8,6 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("kwsniff._speedups",
                              ["kwsniff/_speedups.c", "kwsniff/_speedups_decode.c",
-                              "kwsniff/_speedups_tcp.c"],
+                              "kwsniff/_speedups_tcp.c", "kwsniff/_speedups_order.c"],
                              depends=["kwsniff/_speedups.h"], optional=True,
                              extra_compile_args=["-O2"])])

@@ -36,6 +36,7 @@
  *  tcp_feed      the in-order fast path of kwsniff.tcp.reassembly.TcpReassembler.feed
  *                (in _speedups_tcp.c, bound to its classes by tcp_setup)
  *  FrameSink     kwsniff.engine.Engine._sink's closure (_speedups_tcp.c, sink_setup)
+ *  Reorder       the reorder buffer, kwsniff.kafka.ordering.PyReorderer (_speedups_order.c)
  *  decode_fields the generated message decoders (kwsniff.kafka.protocol.codegen) run from
  *                a program of the same schema rows (kwsniff.kafka.protocol.cprogram);
  *                in _speedups_decode.c. None, for the Python decoder to run, wherever
@@ -50,7 +51,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 12
+#define SPEEDUPS_VERSION 13
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -2542,14 +2543,15 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     empty_str = PyUnicode_FromString("");
     empty_tuple = PyTuple_New(0);
     if (empty_str == NULL || empty_tuple == NULL || PyType_Ready(&NodeType) < 0
-            || PyType_Ready(&FrameSinkType) < 0)
+            || PyType_Ready(&FrameSinkType) < 0 || reorder_init_module() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeType) < 0
             || PyModule_AddObjectRef(m, "FrameSink", (PyObject *)&FrameSinkType) < 0
-            || PyModule_AddObjectRef(m, "FrameBase", (PyObject *)&FrameType) < 0) {
+            || PyModule_AddObjectRef(m, "FrameBase", (PyObject *)&FrameType) < 0
+            || PyModule_AddObjectRef(m, "Reorder", (PyObject *)&ReorderType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

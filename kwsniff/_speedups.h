@@ -31,4 +31,9 @@ extern const char tcp_feed_doc[];
 PyObject *sink_setup(PyObject *self, PyObject *args);
 extern PyTypeObject FrameSinkType;
 
+/* _speedups_order.c: the reorder buffer (kwsniff.kafka.ordering.PyReorderer's copy) */
+extern PyTypeObject ReorderType;
+int reorder_init_module(void);
+int reorder_busy(PyObject *reorder);     /* dirty and exchanges waiting */
+
 #endif

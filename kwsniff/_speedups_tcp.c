@@ -270,7 +270,7 @@ steps aside (False) unless the conversation is Kafka, nothing waits to be releas
 no sweep is due, then lets Framer.extend take the bytes and moves the run clock. Where
 anything is not as expected (types, sizes) it calls ``fallback``, the closure itself,
 before changing anything. sink_setup(framer_type, reorderer_type, context_type,
-summary_type) binds the slot offsets it uses. */
+summary_type) binds the slot offsets it uses (the C Reorder is read directly). */
 
 enum { FR_WANT_END, FR_LAST_OFFSET, FR_BUF, FR_SEGS, FR_N };
 enum { RO_DIRTY, RO_READY, RO_N };
@@ -295,6 +295,17 @@ PyObject *sink_setup(PyObject *self, PyObject *args) {
         return NULL;
     if (s_append == NULL && (s_append = PyUnicode_InternFromString("append")) == NULL)
         return NULL;
+    /* the reorder buffer: the C Reorder (read directly) or a class with slots */
+    if (rt == (PyObject *)&ReorderType) {
+        const Binding classes[3] = {{ft, framer_slots, FR_N, framer_off, &framer_type},
+                                    {ct, now_slots, 1, &now_off, &ctx_type},
+                                    {st, last_ts_slots, 1, &last_ts_off, &summary_type}};
+        if (bind_classes(classes, 3, "sink_setup") < 0)
+            return NULL;
+        Py_INCREF(rt);
+        Py_XSETREF(reorder_type, (PyTypeObject *)rt);
+        Py_RETURN_NONE;
+    }
     const Binding classes[4] = {{ft, framer_slots, FR_N, framer_off, &framer_type},
                                 {rt, reorder_slots, RO_N, reorder_off, &reorder_type},
                                 {ct, now_slots, 1, &now_off, &ctx_type},
@@ -353,19 +364,24 @@ static PyObject *sink_call(PyObject *obj, PyObject *const *args, size_t nargsf,
     PyObject *reorder = r[S_REORDER];
     if (!Py_IS_TYPE(reorder, reorder_type))
         return sink_fallback(self, args);
-    PyObject *dirty = SLOT(reorder, reorder_off[RO_DIRTY]);
-    PyObject *ready = SLOT(reorder, reorder_off[RO_READY]);
-    if (dirty == NULL || ready == NULL)
-        return sink_fallback(self, args);
-    int is_dirty = PyObject_IsTrue(dirty);
-    if (is_dirty < 0)
-        return NULL;
-    if (is_dirty) {
-        int is_ready = PyObject_IsTrue(ready);
-        if (is_ready < 0)
-            return NULL;
-        if (is_ready)
+    if (reorder_type == &ReorderType) {
+        if (reorder_busy(reorder))
             Py_RETURN_FALSE;
+    } else {
+        PyObject *dirty = SLOT(reorder, reorder_off[RO_DIRTY]);
+        PyObject *ready = SLOT(reorder, reorder_off[RO_READY]);
+        if (dirty == NULL || ready == NULL)
+            return sink_fallback(self, args);
+        int is_dirty = PyObject_IsTrue(dirty);
+        if (is_dirty < 0)
+            return NULL;
+        if (is_dirty) {
+            int is_ready = PyObject_IsTrue(ready);
+            if (is_ready < 0)
+                return NULL;
+            if (is_ready)
+                Py_RETURN_FALSE;
+        }
     }
     /* no sweep due */
     PyObject *nxt = PyObject_GetAttr(r[S_ENGINE], s_next_sweep);

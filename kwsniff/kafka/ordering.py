@@ -14,6 +14,10 @@ Contract:
   oldest waiting item, e.g. reports a request as unanswered) until the buffer fits;
   an exchange that still arrives with a key below one already released is released at
   once with the problem "released out of capture order".
+* :class:`PyReorderer` is the Python implementation; :data:`Reorderer` is the
+  accelerator's copy (``kwsniff._speedups.Reorder``, same methods and results) when it
+  is built, else PyReorderer. ``ready`` is true exactly when exchanges wait (the
+  twin's heap list; the C copy's count).
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable
 
+from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka.model import Exchange
 
 Key = tuple
 
 
-class Reorderer:
+class PyReorderer:
     __slots__ = ("ready", "marks", "current", "versions", "limit", "next_index",
                  "last_key", "_seq", "forcers", "out_of_order", "forced", "dirty")
 
@@ -117,3 +122,7 @@ class Reorderer:
 
     def __len__(self) -> int:
         return len(self.ready)
+
+
+#: the reorder buffer the engine uses (see the module contract)
+Reorderer: Any = _speedups.Reorder if _speedups is not None else PyReorderer

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
+
 from convsim import Sim, merge
 from kscenario import fetch, heartbeat, metadata, play, session
 
@@ -202,11 +204,15 @@ def test_internal_error_is_contained(monkeypatch) -> None:  # type: ignore[no-un
     assert any("internal error in connection 0: RuntimeError: boom" in p for p in eng.summary.problems)
 
 
-def test_reorderer_is_dirty_only_after_a_change() -> None:
+@pytest.mark.parametrize("impl", ["python", "c"])
+def test_reorderer_is_dirty_only_after_a_change(impl: str) -> None:
+    from kwsniff import accel
     from kwsniff.kafka.model import Exchange
-    from kwsniff.kafka.ordering import Reorderer
+    from kwsniff.kafka.ordering import PyReorderer
 
-    r = Reorderer(limit=10)
+    if impl == "c" and accel.speedups is None:
+        pytest.skip(accel.status)
+    r = PyReorderer(limit=10) if impl == "python" else accel.speedups.Reorder(limit=10)
     owner = object()
     r.register(owner, lambda: False)
     r.set_open(owner, (5, 0, 0, 0))

@@ -1,19 +1,26 @@
 """Reorderer: exchanges are released exactly when their key is below every open key,
-however the owners move their open keys (up, down, closed, forgotten)."""
+however the owners move their open keys (up, down, closed, forgotten); both the
+Python implementation and the accelerator's copy."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
+
+from kwsniff import accel
 from kwsniff.kafka.model import Exchange
-from kwsniff.kafka.ordering import Reorderer
+from kwsniff.kafka.ordering import PyReorderer
+
+IMPLEMENTATIONS = [PyReorderer] + ([accel.speedups.Reorder] if accel.speedups else [])
 
 
 def _exchange() -> Exchange:
     return Exchange(index=0, stream=0, client=("a", 1), broker=("b", 2), status="paired")
 
 
-def test_release_follows_the_smallest_open_key() -> None:
+@pytest.mark.parametrize("Reorderer", IMPLEMENTATIONS, ids=lambda c: c.__name__)
+def test_release_follows_the_smallest_open_key(Reorderer: type) -> None:
     for seed in range(300):
         rnd = random.Random(seed)
         reorder = Reorderer(limit=1_000_000)
