@@ -10,6 +10,8 @@
  *  pcap_batch    pcap record walking   (kwsniff.capture.pcap.PcapWalker.walk)
  *  pcapng_epbs   runs of Enhanced Packet Blocks (kwsniff.capture.pcapng.PcapngWalker.walk)
  *  eth_ipv4_tcp  the Ethernet/IPv4/TCP fast path of kwsniff.tcp.packet.PacketParser.parse
+ *  v2_set_stats  batch and record counts of a clean magic-2 record set (Records.record_count
+ *                etc. without Batch objects; None for anything else)
  *  crc32c        CRC-32C of record batches (kwsniff.kafka.records.crc32c_py; SSE4.2
  *                instructions where the CPU has them)
  *  payload_view  the -V text of a record key/value/header seen as hex, plain ASCII text or
@@ -51,7 +53,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 13
+#define SPEEDUPS_VERSION 14
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -403,6 +405,49 @@ static PyObject *crc32c_software(PyObject *self, PyObject *arg) {
     uint32_t crc = crc_soft(0xFFFFFFFFu, (const unsigned char *)view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(crc ^ 0xFFFFFFFFu);
+}
+
+static uint32_t crc32c_of(const unsigned char *p, size_t n) {
+    uint32_t crc = 0xFFFFFFFFu;
+#ifdef HAVE_CRC_HW
+    crc = crc_use_hw ? crc_hw(crc, p, n) : crc_soft(crc, p, n);
+#else
+    crc = crc_soft(crc, p, n);
+#endif
+    return crc ^ 0xFFFFFFFFu;
+}
+
+PyDoc_STRVAR(v2_set_stats_doc,
+"v2_set_stats(data) -> (batches, records) or None\n\n"
+"For a record set (bytes) that is a whole number of complete magic-2 batches, each\n"
+"with a length that holds the 61-byte header, a record count >= 0 and a CRC-32C that\n"
+"matches: the number of batches and the sum of their record counts, what\n"
+"kwsniff.kafka.records.Records gives from its batches (and no header or CRC problem).\n"
+"None for anything else (the Python scan then runs).");
+
+static PyObject *v2_set_stats(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyBytes_CheckExact(arg))
+        Py_RETURN_NONE;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), pos = 0, batches = 0;
+    long long records = 0;
+    while (pos < n) {
+        Py_ssize_t avail = n - pos;
+        if (avail < 61 || p[pos + 16] != 2)
+            Py_RETURN_NONE;
+        int32_t length = (int32_t)rd32(p + pos + 8, 1);
+        if (length < 61 - 12 || (Py_ssize_t)length + 12 > avail)
+            Py_RETURN_NONE;
+        Py_ssize_t size = (Py_ssize_t)length + 12;
+        int32_t count = (int32_t)rd32(p + pos + 57, 1);
+        if (count < 0 || crc32c_of(p + pos + 21, (size_t)(size - 21)) != rd32(p + pos + 17, 1))
+            Py_RETURN_NONE;
+        records += count;
+        batches++;
+        pos += size;
+    }
+    return Py_BuildValue("(nL)", batches, records);
 }
 
 /* ---------------------------------------------------------------- v2 records */
@@ -2459,6 +2504,7 @@ static PyMethodDef methods[] = {
     {"pcapng_epbs", pcapng_epbs, METH_VARARGS, pcapng_epbs_doc},
     {"eth_ipv4_tcp", eth_ipv4_tcp, METH_O, eth_ipv4_tcp_doc},
     {"crc32c", crc32c_fn, METH_O, crc32c_doc},
+    {"v2_set_stats", v2_set_stats, METH_O, v2_set_stats_doc},
     {"crc32c_software", crc32c_software, METH_O, crc32c_software_doc},
     {"v2_records", v2_records, METH_VARARGS, v2_records_doc},
     {"payload_view", payload_view, METH_VARARGS, payload_view_doc},

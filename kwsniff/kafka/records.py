@@ -49,6 +49,8 @@ else:
 
 #: the accelerator's _parse_v2_records (None: the Python code below only)
 _v2_records_native = _speedups.v2_records if _speedups is not None else None
+#: (batches, records) of a clean magic-2 set without Batch objects (Records._clean_stats)
+_v2_set_stats = _speedups.v2_set_stats if _speedups is not None else None
 
 FORMAT_KAFKA = "kafka"
 FORMAT_07 = "kafka-0.7"
@@ -422,7 +424,7 @@ class Records:
     """
 
     __slots__ = ("data", "format", "base_position", "partition", "_state", "_batches",
-                 "_problems")
+                 "_problems", "_clean")
 
     def __init__(self, data: bytes, *, max_decompressed: int | None = None) -> None:
         self.data = data if isinstance(data, bytes) else bytes(data)
@@ -432,6 +434,18 @@ class Records:
         self._state = _SetState(self.data, max_decompressed)
         self._batches: list[Batch] | None = None
         self._problems: list[str] = []
+        self._clean: tuple[int, int] | bool | None = None     # see _clean_stats
+
+    def _clean_stats(self) -> tuple[int, int] | None:
+        """``(batches, records)`` of a set of complete magic-2 batches without header or
+        CRC problems, from the accelerator's ``v2_set_stats`` while no batch was parsed
+        (what the parsed batches give, without making them); None otherwise."""
+        if self._batches is not None or _v2_set_stats is None or self.format != FORMAT_KAFKA:
+            return None
+        clean = self._clean
+        if clean is None:
+            clean = self._clean = _v2_set_stats(self.data) or False
+        return clean or None
 
     @property
     def topic(self) -> str | None:
@@ -474,6 +488,9 @@ class Records:
                     _scan(self)
             except Exception as exc:  # last-resort guard: bad bytes never escape
                 self._problems.append(f"batch scan failed: {type(exc).__name__}: {exc}")
+            if self._clean:     # v2_set_stats verified every CRC already
+                for b in self._batches:
+                    b._crc_ok = True
         return self._batches
 
     @property
@@ -482,6 +499,9 @@ class Records:
         magic-2 batches, plus one per legacy compressed message whose inner messages were
         not decompressed yet (see :attr:`record_count_exact`). Truncated batches are not
         counted (their complete records are still decoded by :meth:`iter_records`)."""
+        clean = self._clean_stats()
+        if clean is not None:
+            return clean[1]
         total = 0
         for b in self.batches:
             if not b.truncated:
@@ -490,8 +510,16 @@ class Records:
         return total
 
     @property
+    def batch_count(self) -> int:
+        """``len(self.batches)``, without parsing them where the set is clean."""
+        clean = self._clean_stats()
+        return clean[0] if clean is not None else len(self.batches)
+
+    @property
     def record_count_exact(self) -> bool:
         """False while some legacy compressed wrapper was counted as one message."""
+        if self._clean_stats() is not None:
+            return True
         return all(b.record_count is not None or b.truncated for b in self.batches)
 
     @property
@@ -525,6 +553,8 @@ class Records:
     @property
     def problem_count(self) -> int:
         """``len(self.problems)``, without formatting the texts."""
+        if self._clean_stats() is not None:
+            return len(self._problems)
         batches = self.batches
         n = len(self._problems)
         for b in batches:

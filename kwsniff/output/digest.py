@@ -226,7 +226,7 @@ def records_stats(records: Any) -> tuple[int, int, int]:
     if records is None:
         return 0, 0, 0
     if type(records) is Records:     # parses batch headers on demand, never raises
-        return len(records.batches), records.record_count, len(records.data)
+        return records.batch_count, records.record_count, len(records.data)
     try:
         size = len(records)
     except Exception:  # noqa: BLE001
