@@ -11,7 +11,9 @@
  * key with Python's comparison (as the twin's heapq does), so the order is the same.
  * Ties between equal keys go by insertion, as the twin's (key, sequence, ...) tuples do.
  * A comparison that raises leaves the heap holding every item and the error raised, as
- * heapq does. Owners are referenced (dicts of open keys, versions, force callbacks)
+ * heapq does; one that calls back into the buffer (a key or owner whose comparison runs
+ * Python code that adds or opens something) gets RuntimeError instead of a heap changed
+ * under it. Owners are referenced (dicts of open keys, versions, force callbacks)
  * until forget(); the type takes part in cyclic GC, so an abandoned run is freed.
  */
 
@@ -46,6 +48,7 @@ typedef struct {
     long long next_index;
     long long out_of_order, forced;
     uint64_t seq;
+    int comparing;          /* keys or owners are being compared: no change allowed */
 } ReorderObject;
 
 static PyObject *s_problems, *s_index, *s_out_of_order_text;
@@ -252,7 +255,34 @@ static int check_alive(ReorderObject *self) {
         PyErr_SetString(PyExc_RuntimeError, "Reorder: cleared");
         return -1;
     }
+    if (self->comparing) {
+        PyErr_SetString(PyExc_RuntimeError, "Reorder changed while it compared keys");
+        return -1;
+    }
     return 0;
+}
+
+/* heap_push / heap_pop with changes to the buffer refused while they compare */
+static int push(ReorderObject *self, OHeap *h, OEntry *e) {
+    self->comparing = 1;
+    int rc = heap_push(h, e);
+    self->comparing = 0;
+    return rc;
+}
+
+static int pop(ReorderObject *self, OHeap *h, OEntry *out) {
+    self->comparing = 1;
+    int rc = heap_pop(h, out);
+    self->comparing = 0;
+    return rc;
+}
+
+static int compare_keys(ReorderObject *self, const OEntry *a, const int64_t *qb, int eb,
+                        PyObject *kb) {
+    self->comparing = 1;
+    int c = key_cmp(a->q, a->exact, a->key, qb, eb, kb);
+    self->comparing = 0;
+    return c;
 }
 
 /* add(key, exchange) */
@@ -269,7 +299,7 @@ static PyObject *reorder_add(ReorderObject *self, PyObject *const *args, Py_ssiz
     e.seq = ++self->seq;
     e.ver = 0;
     key_values(&e);
-    if (heap_push(&self->ready, &e) < 0)
+    if (push(self, &self->ready, &e) < 0)
         return NULL;
     self->dirty = 1;
     Py_RETURN_NONE;
@@ -305,7 +335,7 @@ static int rebuild_marks(ReorderObject *self) {
         e.obj = Py_NewRef(owner);
         e.seq = ++self->seq;
         key_values(&e);
-        if (heap_push(&self->marks, &e) < 0)
+        if (push(self, &self->marks, &e) < 0)
             return -1;
     }
     return 0;
@@ -364,7 +394,7 @@ static int set_open(ReorderObject *self, PyObject *owner, PyObject *key) {
     e.seq = ++self->seq;
     e.ver = ver;
     key_values(&e);
-    if (heap_push(&self->marks, &e) < 0)
+    if (push(self, &self->marks, &e) < 0)
         return -1;
     if (self->marks.n > 4 * PyDict_GET_SIZE(self->current) + 1024)
         return rebuild_marks(self);
@@ -403,28 +433,28 @@ static PyObject *reorder_forget(ReorderObject *self, PyObject *owner) {
 static int watermark(ReorderObject *self) {
     OHeap *m = &self->marks;
     while (m->n) {
-        OEntry *top = &m->v[0];
-        PyObject *ver = PyDict_GetItemWithError(self->versions, top->obj);
+        int valid = 0;
+        self->comparing = 1;        /* (owners' __eq__ may run Python code) */
+        PyObject *owner = m->v[0].obj;
+        long long want = m->v[0].ver;
+        PyObject *ver = PyDict_GetItemWithError(self->versions, owner);
         if (ver == NULL && PyErr_Occurred())
-            return -1;
-        if (ver != NULL) {
+            valid = -1;
+        else if (ver != NULL) {
             long long v = PyLong_AsLongLong(ver);
             if (v == -1 && PyErr_Occurred())
-                return -1;
-            if (v == top->ver) {
-                int in = PyDict_Contains(self->current, top->obj);
-                if (in < 0)
-                    return -1;
-                if (in)
-                    return 1;
-            }
+                valid = -1;
+            else if (v == want)
+                valid = PyDict_Contains(self->current, owner);
         }
+        self->comparing = 0;
+        if (valid)
+            return valid;           /* 1, or -1 with an error set */
         OEntry gone;
-        if (heap_pop(m, &gone) < 0) {
-            entry_clear(&gone);
-            return -1;
-        }
+        int rc = pop(self, m, &gone);
         entry_clear(&gone);
+        if (rc < 0)
+            return -1;
     }
     return 0;
 }
@@ -448,14 +478,14 @@ static int note_out_of_order(PyObject *ex) {
 /* Release one exchange (the top of ready) into out: 0, or -1 with an error set. */
 static int release_top(ReorderObject *self, PyObject *out) {
     OEntry e;
-    if (heap_pop(&self->ready, &e) < 0) {
+    if (pop(self, &self->ready, &e) < 0) {
         entry_clear(&e);
         return -1;
     }
     int rc = -1;
     int later = 0;
     if (self->last_key != NULL) {
-        int c = key_cmp(e.q, e.exact, e.key, self->last_q, self->last_exact, self->last_key);
+        int c = compare_keys(self, &e, self->last_q, self->last_exact, self->last_key);
         if (c == 2)
             goto done;
         later = c < 0;
@@ -544,8 +574,8 @@ static PyObject *reorder_drain(ReorderObject *self, PyObject *args, PyObject *kw
             if (has < 0)
                 goto fail;
             if (has) {
-                const OEntry *r = &self->ready.v[0], *m = &self->marks.v[0];
-                int c = key_cmp(r->q, r->exact, r->key, m->q, m->exact, m->key);
+                const OEntry *m = &self->marks.v[0];
+                int c = compare_keys(self, &self->ready.v[0], m->q, m->exact, m->key);
                 if (c == 2)
                     goto fail;
                 if (c >= 0) {           /* held back by the smallest open key */

@@ -196,3 +196,31 @@ def test_constructor_and_attributes() -> None:
         r.add((1, 1, 1, 1))
     with pytest.raises(TypeError):
         C.Reorder("many")
+
+
+def test_a_comparison_that_calls_back_gets_an_error_not_a_changed_heap() -> None:
+    r = C.Reorder(100)
+
+    class Meddler:
+        """A key element whose comparison adds to the buffer (and so would change the
+        heap being sifted)."""
+
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def __eq__(self, other: object) -> bool:
+            r.add((0, 0, 0, 0), Ex("meddled"))
+            return isinstance(other, Meddler) and other.n == self.n
+
+        def __lt__(self, other: "Meddler") -> bool:
+            return self.n < other.n
+
+        __hash__ = object.__hash__
+
+    r.add((Meddler(1),), Ex("a"))
+    with pytest.raises(RuntimeError, match="compared keys"):
+        for i in range(2, 40):
+            r.add((Meddler(i),), Ex(str(i)))
+    assert len(r) >= 2
+    with pytest.raises(RuntimeError, match="compared keys"):
+        r.drain(final=True)
