@@ -6,7 +6,8 @@
  * set_open(owner, key), forget(owner), drain(final=False), len(); the attributes limit,
  * dirty, next_index, out_of_order, forced, last_key and ready (the Python twin's heap
  * list; here the number of waiting exchanges: both are true exactly when something
- * waits). The two heaps (waiting exchanges, owners' open keys) hold their keys'
+ * waits), and marks (the twin's heap list of open-key marks; here their number, stale
+ * ones included). The two heaps (waiting exchanges, owners' open keys) hold their keys'
  * values: an order key of four ints that fit in 64 bits is compared as such, any other
  * key with Python's comparison (as the twin's heapq does), so the order is the same.
  * Ties between equal keys go by insertion, as the twin's (key, sequence, ...) tuples do.
