@@ -53,7 +53,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 14
+#define SPEEDUPS_VERSION 15
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -1233,6 +1233,10 @@ typedef struct {
 } TreeEnv;
 
 #define TF_MAX_DEPTH 100        /* deeper structs are left to the Python builder */
+/* Structs whose field path (without indexes) is longer than this are left to the Python
+ * builder too, which shows them as a problem: kwsniff.output.tree.MAX_TREE_NESTING (the
+ * module exports it as TREE_MAX_NESTING and a test compares them). */
+#define TF_MAX_NAMES 64
 
 static PyObject *s_children;                /* (the plain tree lines section sets it) */
 static int pl_printable(PyObject *s);
@@ -1502,12 +1506,13 @@ static int tf_field(TreeEnv *env, PyObject *parent, PyObject *obj, PyObject *key
             goto done;
         }
         int items = 0;
-        if (PyList_CheckExact(value) && PyList_GET_SIZE(value) && depth < TF_MAX_DEPTH) {
+        int within = depth < TF_MAX_DEPTH && PyTuple_GET_SIZE(knames) <= TF_MAX_NAMES;
+        if (PyList_CheckExact(value) && PyList_GET_SIZE(value) && within) {
             items = 1;
             for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(value); i++)
                 items = PyDict_CheckExact(PyList_GET_ITEM(value, i));
         }
-        if (PyDict_CheckExact(value) && depth < TF_MAX_DEPTH) {       /* a struct */
+        if (PyDict_CheckExact(value) && within) {                      /* a struct */
             npath = tf_extend(section, kpath, NULL);
             PyObject *node = npath ? tf_node(env, key, empty_str, env->kind, about, npath,
                                              Py_None) : NULL;
@@ -2602,6 +2607,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         return NULL;
     }
     if (PyModule_AddIntConstant(m, "VERSION", SPEEDUPS_VERSION) < 0
+            || PyModule_AddIntConstant(m, "TREE_MAX_NESTING", TF_MAX_NAMES) < 0
             || PyModule_AddIntConstant(m, "CRC32C_HARDWARE", crc_use_hw) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -13,7 +13,7 @@ import os
 from types import ModuleType
 
 #: the C module version this source was written against (SPEEDUPS_VERSION in the .c)
-EXPECTED_VERSION = 14
+EXPECTED_VERSION = 15
 
 
 def _load() -> tuple[ModuleType | None, str]:

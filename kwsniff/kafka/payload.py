@@ -4,7 +4,8 @@ Contract:
 
 * :func:`render_payload` turns bytes into a :class:`Rendered` view: a registered
   decoder's result when one matches the topic and handles the bytes, else pretty JSON
-  (objects and arrays), else text (valid UTF-8 without control characters other than
+  (objects and arrays nested at most :data:`~kwsniff.kafka.nesting.MAX_NESTING`
+  levels deep), else text (valid UTF-8 without control characters other than
   tab/newline/CR), else hex. It never raises.
 * :func:`register_payload_decoder` is the hook plugins use: ``func(topic, partition,
   part, data)`` with ``part`` one of ``"key"``, ``"value"``, ``"header"``; it returns
@@ -29,6 +30,8 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from kwsniff.kafka.nesting import deeper_than
 
 PARTS = ("key", "value", "header")
 
@@ -242,7 +245,8 @@ def builtin_view(data: bytes, max_chars: int | None = None) -> tuple[str, Any, s
         except (ValueError, RecursionError):   # (JSON nested too deeply: shown as text)
             pass
         else:
-            return KIND_JSON, obj, None, False
+            if not deeper_than(obj):           # (the same bound in every build)
+                return KIND_JSON, obj, None, False
     if max_chars is not None and len(text) > max_chars:
         return KIND_TEXT, None, text[:max_chars] + "...", True
     return KIND_TEXT, None, text, False

@@ -23,6 +23,8 @@ import base64
 import json
 from typing import Any
 
+from kwsniff.kafka.nesting import deeper_than
+
 REDACTED = "<redacted>"
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
@@ -247,12 +249,16 @@ def _jwt_parts(token: bytes) -> dict[str, Any] | None:
             out[name] = json.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError):   # (deeply nested JSON)
             return None
+        if deeper_than(out[name]):
+            return None
     return out
 
 
 def _oauth_server(data: bytes) -> dict[str, Any]:
     try:
         err = json.loads(data)
+        if deeper_than(err):
+            raise ValueError("nested too deeply")
     except (ValueError, RecursionError):
         return {"mechanism": "OAUTHBEARER", "message": "server-error",
                 "error_text": data.decode("utf-8", "replace"),

@@ -32,6 +32,7 @@ from typing import Any
 from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka.compression import CODEC_NAMES, codec_name
 from kwsniff.kafka.model import Exchange, KafkaMessage
+from kwsniff.kafka.nesting import MAX_NESTING
 from kwsniff.kafka.payload import KIND_HEX, KIND_TEXT, builtin_view, has_decoders, render_payload
 from kwsniff.kafka.protocol import (
     enum_label,
@@ -329,7 +330,13 @@ class _Builder:
         """Nodes for the fields of ``obj``; ``path`` is its field path with array
         indexes, ``names`` the same without them (for the schema metadata). Without
         byte spans the accelerator's ``tree_fields`` makes them when it is built (the
-        same nodes as :meth:`_fields_py`)."""
+        same nodes as :meth:`_fields_py`). A struct more than :data:`MAX_TREE_NESTING`
+        levels below the body gets a problem node instead of its fields (the same in
+        every build: compiled modules do not count against the recursion limit)."""
+        if len(names) > MAX_TREE_NESTING:
+            parent.add(TreeNode("Problem", f"nested more than {MAX_TREE_NESTING} levels "
+                                           "deep: not shown", style="warn"))
+            return
         if _tree_fields is not None and not self.spans:
             _tree_fields(self, parent, obj, section, path, struct_info, names, _FIELDS_ENV)
         else:
@@ -704,6 +711,8 @@ class _Builder:
 #: the accelerator's _Builder.fields without byte spans (None: Python only) and what it
 #: mirrors of this module
 _tree_fields = _speedups.tree_fields if _speedups is not None else None
+#: the deepest struct the tree shows (levels below the body; the C code has its copy)
+MAX_TREE_NESTING = MAX_NESTING
 _FIELDS_ENV = (TreeNode, _KNOWN, enum_label, _quote, api_label)
 #: the accelerator's _Builder.batch/.record without payload decoders (None: Python only)
 #: and what it mirrors

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from kwsniff.kafka import payload as _payload
 from kwsniff.kafka.model import Exchange
+from kwsniff.kafka.nesting import MAX_NESTING, deeper_than
 from kwsniff.kafka.protocol import extensions as _ext
 from kwsniff.plugin_api.guard import Guard, Reporter, json_problem
 from kwsniff.plugin_api.helpers import KafkaReader, topic_pattern
@@ -189,6 +190,10 @@ class PluginContext:
                 guard.failed(f"returned {type(result).__name__}, not a dict", f"v{version}",
                              "the body is shown undecoded")
                 return result
+            if deeper_than(result):
+                problem = f"returned a body nested more than {MAX_NESTING} levels deep"
+                guard.failed(problem, f"v{version}", "the body is shown undecoded")
+                raise BadResult(problem)
             return result, reader.pos
 
         return body

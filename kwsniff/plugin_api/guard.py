@@ -9,7 +9,9 @@ Contract:
   the count line for the end of the run.
 * :func:`json_problem` says why a hook result is not a JSON-like value (None when it
   is): dicts (string keys; number/bool/None keys are accepted and become strings),
-  lists/tuples, str, int, float, bool, None and bytes; no cycles.
+  lists/tuples, str, int, float, bool, None and bytes; no cycles; nested at most
+  :data:`~kwsniff.kafka.nesting.MAX_NESTING` levels deep (the same bound in every
+  build, unlike the recursion limit).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+
+from kwsniff.kafka.nesting import MAX_NESTING, deeper_than
 
 Reporter = Callable[[str], None]
 
@@ -71,7 +75,9 @@ def json_problem(value: Any) -> str | None:
     try:
         _check(value)
     except RecursionError:
-        return "nested too deeply"
+        return f"nested more than {MAX_NESTING} levels deep"
     except (TypeError, ValueError) as exc:
         return str(exc)
+    if deeper_than(value):
+        return f"nested more than {MAX_NESTING} levels deep"
     return None

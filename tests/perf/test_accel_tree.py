@@ -5,8 +5,8 @@
 * ``tree_fields`` (``_Builder.fields`` without byte spans) makes the same nodes as
   ``_Builder._fields_py``: compared on every exchange of the sample captures and on
   odd bodies (metadata keys, non-str keys, dict subclasses, scalars of every type,
-  error codes, enums, nesting deeper than the C code goes, a body nested too deeply to
-  show, a mutating payload view).
+  error codes, enums, nesting around and beyond the tree's bound, a body nested too
+  deeply to show, a mutating payload view).
 
 Skipped when the accelerator is not built.
 """
@@ -231,10 +231,20 @@ def _nested(depth: int, leaf: Any) -> Any:
     return body
 
 
-@pytest.mark.parametrize("depth", [99, 100, 101, 150, 250])
-def test_deeper_than_the_c_code_goes(depth: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bound_is_the_same_in_c_and_python() -> None:
+    assert C.TREE_MAX_NESTING == tree.MAX_TREE_NESTING
+
+
+@pytest.mark.parametrize("depth", [63, 64, 65, 66, 99, 100, 101, 150, 250])
+def test_nesting_around_and_beyond_the_bound(depth: int,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     c, p = _fields(_nested(depth, {"ErrorCode": 1}), monkeypatch)
     assert c == p and isinstance(c, list)
+    cut = [row for row in c if row[1] == "TreeNode" and row[2] == "Problem"]
+    # the leaf struct sits ``depth`` levels below the body
+    assert bool(cut) == (depth > tree.MAX_TREE_NESTING)
+    if cut:
+        assert cut[0][3] == f"nested more than {tree.MAX_TREE_NESTING} levels deep: not shown"
 
 
 def test_too_deep_to_show_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -243,9 +253,10 @@ def test_too_deep_to_show_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
     ex = Exchange(1, 0, ("127.0.0.1", 5000), ("127.0.0.1", 9092), "unanswered",
                   request=KafkaMessage("request", b"\0" * 16, 0, 9, body=body))
     c, p = _both(lambda: tree.build_tree(ex), monkeypatch)
-    for root in (c, p):
-        lines = list(tree.render_tree(root))
-        assert any("body nested too deeply to show" in line for line in lines)
+    assert _state(c) == _state(p)
+    lines = list(tree.render_tree(c))
+    assert sum("nested more than 64 levels deep: not shown" in line for line in lines) == 1
+    assert len(lines) < 300
 
 
 def test_a_value_that_changes_the_body_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:

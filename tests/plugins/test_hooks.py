@@ -83,7 +83,9 @@ def test_failing_payload_decoder_is_reported_once_and_counted(manager, plugin_di
     ("{('tuple', 'key'): 1}", "keys must be str, int, float, bool or None, not tuple"),
     ("{'x': [object()]}", "a object value"),
     ("__import__('functools').reduce(lambda a, _: [a], range(5000), [])",
-     "nested too deeply"),
+     "nested more than 64 levels deep"),
+    ("__import__('functools').reduce(lambda a, _: [a], range(64), [])",   # 65 levels
+     "nested more than 64 levels deep"),
     ("(lambda d: d.setdefault('self', d))({})", "Circular reference detected"),
 ])
 def test_bad_return_values_are_rejected(manager, plugin_dir, reports, result, why) -> None:
@@ -95,6 +97,18 @@ def test_bad_return_values_are_rejected(manager, plugin_dir, reports, result, wh
     assert r.kind == "hex"
     assert len(r.problems) == 1 and why in r.problems[0]
     assert len(reports) == 1 and why in reports[0]
+
+
+def test_a_value_nested_64_levels_deep_is_kept(manager, plugin_dir, reports) -> None:
+    load(manager, plugin_dir, """
+        import functools
+
+        def register(api):
+            api.payload_decoder(
+                lambda data, where: functools.reduce(lambda a, _: [a], range(63), []))
+    """)
+    r = payload.render_payload(b"\x00\x01", topic="t")
+    assert r.kind == "decoded" and not r.problems and not reports
 
 
 def test_payload_problem_is_a_record_problem_not_a_plugin_failure(manager, plugin_dir,

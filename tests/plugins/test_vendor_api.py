@@ -130,6 +130,28 @@ def test_builtin_apis_are_never_overridden() -> None:
         unregister_vendor_api(handle)
 
 
+def _deep(levels: int) -> dict:
+    body: dict = {"X": 1}
+    for _ in range(levels - 1):
+        body = {"Inner": body}
+    return body
+
+
+@pytest.mark.parametrize("levels, kept", [(64, True), (65, False), (20_000, False)])
+def test_a_vendor_body_nested_too_deeply_is_not_decoded(levels: int, kept: bool) -> None:
+    handle = register_vendor_api(2001, "Deep", request=lambda raw, pos, v: _deep(levels))
+    try:
+        msg = decode_request(struct.pack(">hhi", 2001, 0, 1) + s16("c"))
+        if kept:
+            assert msg.body == _deep(levels) and msg.problems == []
+        else:
+            assert msg.body is None and msg.problems == [
+                "vendor API Deep (extension) request v0 decoder returned a body nested more "
+                "than 64 levels deep: body not decoded"]
+    finally:
+        unregister_vendor_api(handle)
+
+
 def test_bad_registrations() -> None:
     with pytest.raises(ExtensionError, match="API key"):
         register_vendor_api(-1, "X", request=lambda r, p, v: {})
@@ -152,6 +174,11 @@ def register(api):
             raise RuntimeError("v3 is not supported by this plugin")
         if version == 4:
             return ["not", "a", "dict"]
+        if version == 2:
+            deep = {}
+            for _ in range(70):
+                deep = {"In": deep}
+            return deep
         body = {"Message": reader.string(), "Repeat": reader.int16()}
         body["Targets"] = reader.array(lambda r: {"NodeId": r.int32()})
         return body
@@ -178,7 +205,8 @@ def test_vendor_plugin_callable_reader_and_failures(manager, plugin_dir, reports
     assert longer.problems == ["2 bytes left over after the body"]
     cut = decode_request(echo_request_v0()[:-3])
     assert cut.body is None and "decoder failed: TruncatedError" in cut.problems[0]
-    for version, text in ((3, "RuntimeError: v3 is not supported"), (4, "returned list")):
+    for version, text in ((3, "RuntimeError: v3 is not supported"), (4, "returned list"),
+                          (2, "BadResult: returned a body nested more than 64 levels deep")):
         raw = bytearray(echo_request_v0())
         raw[2:4] = struct.pack(">h", version)
         bad = decode_request(bytes(raw))
@@ -196,7 +224,7 @@ def test_vendor_plugin_callable_reader_and_failures(manager, plugin_dir, reports
     text = "\n".join(render_tree(build_tree(ex)))
     assert "AcmeEcho request v0" in text and 'Message: "hello"' in text
     assert "AcmeEcho response v0" in text and 'Echoes: ["hello", "hello", "hello"]' in text
-    assert manager.close() == ["plugin acme: AcmeEcho request decoder failed 3 times in all"]
+    assert manager.close() == ["plugin acme: AcmeEcho request decoder failed 4 times in all"]
     assert decode_request(echo_request_v0()).body is None
     assert api_label(ECHO_KEY) == f"Unknown({ECHO_KEY})"
 

@@ -24,6 +24,25 @@ def test_deeply_nested_json_record_value(depth: int) -> None:
     assert run.exchanges[0].status == "paired"
 
 
+@pytest.mark.parametrize("depth, kind", [(64, "json"), (65, "text"), (900, "text")])
+def test_json_is_kept_to_the_nesting_bound(depth: int, kind: str) -> None:
+    value = b'{"a":' * (depth - 1) + b"[]" + b"}" * (depth - 1)
+    rendered = render_payload(value)
+    assert rendered.kind == kind and rendered.problems == []
+    if kind == "text":
+        assert rendered.text == value.decode()
+
+
+@pytest.mark.parametrize("depth, parsed", [(64, True), (65, False)])
+def test_jwt_claims_are_kept_to_the_nesting_bound(depth: int, parsed: bool) -> None:
+    claims = b"[" * depth + b"]" * depth
+    jwt = b"eyJhbGciOiJub25lIn0." + base64.urlsafe_b64encode(claims).rstrip(b"=") + b".c2ln"
+    out = sasl.decode_sasl_token(b"n,,\x01auth=Bearer " + jwt + b"\x01\x01", "OAUTHBEARER",
+                                 from_client=True)
+    assert ("token_claims" in out) == parsed, out
+    assert out["redacted"]
+
+
 @pytest.mark.parametrize("claims", [b'{"sub":"alice"}', b"[" * 100_000 + b"]" * 100_000,
                                     b'{"a":' * 50_000 + b"1" + b"}" * 50_000, b"\xff\xfe"])
 def test_bearer_token_is_masked_whatever_its_claims(claims: bytes) -> None:

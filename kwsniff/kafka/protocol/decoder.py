@@ -22,7 +22,8 @@ Contract (see also docs/architecture.md):
 * Decoders are compiled per (schema, version) on first use and cached for the process.
 * API keys/versions the table lacks are decoded by vendor extensions when one is
   registered (:mod:`kwsniff.kafka.protocol.extensions`); a failing extension leaves the
-  body undecoded with a problem naming it.
+  body undecoded with a problem naming it, as does a body nested more than
+  :data:`~kwsniff.kafka.nesting.MAX_NESTING` levels deep.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import struct
 from typing import Any, NamedTuple
 
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
+from kwsniff.kafka.nesting import MAX_NESTING, deeper_than
 from kwsniff.kafka.protocol import extensions
 from kwsniff.kafka.protocol.codegen import DECODE_ERRORS, DecodeError, DecodeFn, compile_decoder
 from kwsniff.kafka.protocol.headers import (
@@ -281,6 +283,10 @@ def _vendor_body(msg: KafkaMessage, api: extensions.VendorApi, kind: str, versio
                             + ("" if pos <= end <= len(raw) else f" with end {end} outside "
                                f"the body [{pos}, {len(raw)}]")
                             + ": body not decoded")
+        return
+    if deeper_than(result):
+        msg.problems.append(f"{what} decoder returned a body nested more than "
+                            f"{MAX_NESTING} levels deep: body not decoded")
         return
     msg.body = result
     msg.body_end = end
