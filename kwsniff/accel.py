@@ -4,7 +4,8 @@ Contract: :data:`speedups` is the ``kwsniff._speedups`` C module when it was bui
 of the version this source expects, and ``KWSNIFF_PURE`` is not set to a non-empty
 value other than ``0``; otherwise None, and callers use their pure-Python code. Both
 give identical results (tests compare them); the C module only makes the per-packet
-path faster. ``python -m kwsniff.accel`` says which path is in use and why.
+path faster. ``python -m kwsniff.accel`` says which path is in use and why, and which
+modules run compiled (:mod:`kwsniff._compiled`).
 """
 
 from __future__ import annotations
@@ -34,4 +35,10 @@ def _load() -> tuple[ModuleType | None, str]:
 speedups, status = _load()
 
 if __name__ == "__main__":
+    import importlib
+
+    from kwsniff import _compiled
+    for name in _compiled.MODULES:
+        importlib.import_module(name)
     print(status)
+    print(_compiled.status())
