@@ -212,6 +212,19 @@ def _print_fields(out: IO[str]) -> None:
         out.write(f"{name:<{width}}  {typ:<{twidth}}  {desc}\n")
 
 
+def _hex_dump(ex: Exchange, write: Callable[[str], Any], palette: Any) -> None:
+    """The -x hex dump of ``ex``'s frames."""
+    for msg in (ex.request, ex.response):
+        if msg is None:
+            continue
+        write(palette.dim(f"{msg.kind} frame, {msg.size} bytes"
+                          + (f" ({msg.missing} lost in a gap)" if msg.missing else "")
+                          + ":") + "\n")
+        for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
+            write(line)
+            write("\n")
+
+
 def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryFormatter,
                      write: Callable[[str], Any],
                      write_utf8: Callable[[bytes], Any] | None = None
@@ -224,17 +237,9 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
     value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
     as_utf8 = write_utf8 is not None and not palette.enabled and not args.offsets
 
-    def hex_dump(ex: Exchange) -> None:
-        for msg in (ex.request, ex.response):
-            if msg is None:
-                continue
-            write(palette.dim(f"{msg.kind} frame, {msg.size} bytes"
-                              + (f" ({msg.missing} lost in a gap)" if msg.missing else "")
-                              + ":") + "\n")
-            for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
-                write(line)
-                write("\n")
-
+    # (one closure, calling module functions: a compiled build keeps every closure
+    # variable of a function in one scope object, so a closure calling a sibling
+    # closure would be a reference cycle holding the formatter and its caches)
     def emit(ex: Exchange, facts: Any) -> None:
         if verbose:
             root = build_tree(ex, spans=args.offsets, value_chars=value_chars)
@@ -248,7 +253,7 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
         else:
             write(formatter.format(ex, facts) + "\n")
         if hexdump:
-            hex_dump(ex)
+            _hex_dump(ex, write, palette)
         if verbose or hexdump:
             write("\n")
 
