@@ -20,6 +20,8 @@ from typing import Any
 
 #: the deepest nesting of dicts/lists kept in a decoded value (a scalar is 0, ``[]`` 1)
 MAX_NESTING = 64
+#: how a refusal names the bound (plugin failures and decode problems end with it)
+TOO_DEEP = f"nested more than {MAX_NESTING} levels deep"
 
 
 def deeper_than(value: Any, limit: int = MAX_NESTING) -> bool:

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from kwsniff.kafka import payload as _payload
 from kwsniff.kafka.model import Exchange
-from kwsniff.kafka.nesting import MAX_NESTING, deeper_than
+from kwsniff.kafka.nesting import TOO_DEEP, deeper_than
 from kwsniff.kafka.protocol import extensions as _ext
 from kwsniff.plugin_api.guard import Guard, Reporter, json_problem
 from kwsniff.plugin_api.helpers import KafkaReader, topic_pattern
@@ -191,7 +191,7 @@ class PluginContext:
                              "the body is shown undecoded")
                 return result
             if deeper_than(result):
-                problem = f"returned a body nested more than {MAX_NESTING} levels deep"
+                problem = f"returned a body {TOO_DEEP}"
                 guard.failed(problem, f"v{version}", "the body is shown undecoded")
                 raise BadResult(problem)
             return result, reader.pos

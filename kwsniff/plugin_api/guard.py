@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from kwsniff.kafka.nesting import MAX_NESTING, deeper_than
+from kwsniff.kafka.nesting import TOO_DEEP, deeper_than
 
 Reporter = Callable[[str], None]
 
@@ -75,9 +75,9 @@ def json_problem(value: Any) -> str | None:
     try:
         _check(value)
     except RecursionError:
-        return f"nested more than {MAX_NESTING} levels deep"
+        return TOO_DEEP
     except (TypeError, ValueError) as exc:
         return str(exc)
     if deeper_than(value):
-        return f"nested more than {MAX_NESTING} levels deep"
+        return TOO_DEEP
     return None

@@ -41,8 +41,7 @@ def _imports(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
             " c.install().from_source]))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True, cwd=ROOT)
-    compiled, from_source = json.loads(out.stdout)
-    return compiled, from_source
+    return tuple(json.loads(out.stdout))  # type: ignore[return-value]
 
 
 def _env(**extra: str) -> dict[str, str]:

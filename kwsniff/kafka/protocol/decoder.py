@@ -32,7 +32,7 @@ import struct
 from typing import Any, NamedTuple
 
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
-from kwsniff.kafka.nesting import MAX_NESTING, deeper_than
+from kwsniff.kafka.nesting import TOO_DEEP, deeper_than
 from kwsniff.kafka.protocol import extensions
 from kwsniff.kafka.protocol.codegen import DECODE_ERRORS, DecodeError, DecodeFn, compile_decoder
 from kwsniff.kafka.protocol.headers import (
@@ -285,8 +285,7 @@ def _vendor_body(msg: KafkaMessage, api: extensions.VendorApi, kind: str, versio
                             + ": body not decoded")
         return
     if deeper_than(result):
-        msg.problems.append(f"{what} decoder returned a body nested more than "
-                            f"{MAX_NESTING} levels deep: body not decoded")
+        msg.problems.append(f"{what} decoder returned a body {TOO_DEEP}: body not decoded")
         return
     msg.body = result
     msg.body_end = end
