@@ -4,7 +4,11 @@ of Conversation).
 Contract: ``open_key()`` is the smallest order key the conversation may still produce
 (a waiting request, token or orphan, a partial frame, bytes being hunted or detected);
 ``_refresh()`` reports it to :class:`kwsniff.kafka.ordering.Reorderer`; ``_force()``
-gives up the oldest waiting item when the reorder buffer overflows.  An undecided
+stops waiting on the oldest item when the reorder buffer overflows: a Kafka request
+keeps waiting for its response but no longer holds back the order (its exchange is
+released out of capture order when it completes; the run keeps at most the reorder
+limit of such requests, the oldest beyond it are reported unanswered), any other item
+is given up.  An undecided
 connection on a non-Kafka port stops holding others back after ``UNDECIDED_HOLD``
 seconds of capture time.
 """
@@ -35,7 +39,10 @@ class ReleaseControl:
         """Smallest order key this conversation may still emit an exchange with."""
         best: tuple | None = None
         if self.pending:
-            best = next(iter(self.pending.values())).key
+            for p in self.pending.values():
+                if not p.unordered:
+                    best = p.key
+                    break
         if self.fifo:
             k = self.fifo[0].key
             if best is None or k < best:
@@ -76,7 +83,10 @@ class ReleaseControl:
         """Reorder buffer overflow: give up the oldest thing we are waiting for."""
         cands = []
         if self.pending:
-            cands.append(next(iter(self.pending.values())))
+            for p in self.pending.values():
+                if not p.unordered:
+                    cands.append(p)
+                    break
         if self.fifo:
             cands.append(self.fifo[0])
         if self.orphans:
@@ -92,6 +102,14 @@ class ReleaseControl:
         if item is not None and (framer_key is None or item.key <= framer_key):
             if item.kind == "orphan":
                 self._resolve_orphans(all_=False, upto=item)
+            elif item.kind == "kafka":
+                # a request may be answered much later (a JoinGroup waits for the
+                # rebalance, a Fetch for data): it keeps waiting, out of the order
+                limit = self.ctx.reorder.limit
+                for old in self.ctx.unordered.add(item):
+                    old.conv._unanswered(old, "no response while more than "
+                                              f"{limit} requests waited out of capture order "
+                                              "(reorder buffer limit)")
             else:
                 if item.kind in ("sasl", "0.7") and self.fifo and self.fifo[0] is item:
                     self.fifo.popleft()

@@ -3,14 +3,16 @@
 Contract: :class:`Options` are the knobs (built by the engine from its options);
 :class:`Context` is shared by every conversation of one run (reorder buffer, topic ids,
 API histories per client, learned broker endpoints, run counters); :class:`Pending` is a
-request waiting for its response (or an orphan waiting for inference).  Nothing here
+request waiting for its response (or an orphan waiting for inference);
+:class:`UnorderedRequests` bounds the requests that stopped holding back the capture
+order (see :meth:`kwsniff.kafka.conv_release.ReleaseControl._force`).  Nothing here
 does I/O.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any, Iterable
 
 from kwsniff.kafka import decoding, detect
@@ -65,7 +67,7 @@ class Context:
     """State shared by all conversations of one run."""
 
     __slots__ = ("options", "reorder", "topic_ids", "histories", "learned", "stats", "now",
-                 "annotate_ctx")
+                 "annotate_ctx", "unordered")
 
     def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000) -> None:
         self.options = options
@@ -76,6 +78,7 @@ class Context:
         self.stats = stats                                # engine's RunSummary (duck-typed)
         self.now = 0.0
         self.annotate_ctx = decoding.new_annotate_context(options.show_secrets)
+        self.unordered = UnorderedRequests(reorder_limit)
 
     def learn(self, endpoint: tuple[str, int]) -> None:
         """Remember a broker endpoint (bounded: a port scan must not grow memory)."""
@@ -94,7 +97,7 @@ class Context:
 class Pending:
     """A request waiting for its response (or an orphan waiting for inference)."""
 
-    __slots__ = ("key", "msg", "corr", "done", "overtaken", "conv", "kind")
+    __slots__ = ("key", "msg", "corr", "done", "overtaken", "conv", "kind", "unordered")
 
     def __init__(self, key: tuple, msg: KafkaMessage, conv: Any, kind: str) -> None:
         self.key = key
@@ -103,7 +106,52 @@ class Pending:
         self.done = False
         self.overtaken = 0
         self.conv = conv
-        self.kind = kind            # "kafka", "sasl", "0.7", "orphan"
+        self.kind = kind            # "kafka", "acks0", "sasl", "0.7", "orphan"
+        self.unordered = False      # no longer holds back the capture order (see _force)
+
+
+class UnorderedRequests:
+    """The run's requests that still wait for a response but no longer hold back the
+    capture order (the reorder buffer overflowed behind them), oldest first.
+
+    Contract: :meth:`add` takes a waiting request (``Pending`` of kind "kafka") and
+    returns the oldest ones to give up (report unanswered) so that at most ``limit``
+    wait (memory stays bounded as when the reorder buffer alone held them back);
+    :meth:`finished` is called when such a request is paired or reported (``done``)."""
+
+    __slots__ = ("items", "live", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.items: deque[Pending] = deque()
+        self.live = 0
+        self.limit = limit
+
+    def add(self, p: Pending) -> list[Pending]:
+        p.unordered = True
+        items = self.items
+        items.append(p)
+        self.live += 1
+        out = []
+        while self.live > self.limit and items:
+            q = items.popleft()
+            if q.done:
+                continue
+            if q.conv.conn.ignored:        # its connection was abandoned (internal error)
+                self.live -= 1
+                continue
+            out.append(q)
+            self.live -= 1
+            q.unordered = False            # (given up now: finished() must not count it)
+        while items and items[0].done:
+            items.popleft()
+        if len(items) > 2 * self.live + 64:    # done items behind a long-waiting one
+            self.items = deque(q for q in items if not q.done)
+        return out
+
+    def finished(self, p: Pending) -> None:
+        if p.unordered:
+            p.unordered = False
+            self.live -= 1
 
 
 #: how far apart consecutive correlation ids of one connection may plausibly be (clients

@@ -523,6 +523,8 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
         if p is not None:
             req = p.msg
             p.done = True
+            if p.unordered:
+                self.ctx.unordered.finished(p)
             msg = self._decode_response(raw, req.api_key, req.api_version, f)
             self._place(msg, f)
             self._after_response(msg, req)
@@ -616,6 +618,8 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
         if p.done:
             return
         p.done = True
+        if p.unordered:
+            self.ctx.unordered.finished(p)
         if p.kind == "kafka" or p.kind == "acks0":
             if self.pending.get(p.corr) is p:
                 del self.pending[p.corr]

@@ -20,6 +20,7 @@ from kscenario import (
 )
 
 from kwsniff.engine import Engine, EngineOptions
+from kwsniff.tcp import iter_tcp_events
 from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, ORPHAN_RESPONSE, PAIRED, UNANSWERED
 
 
@@ -160,7 +161,13 @@ def test_capture_order_across_connections() -> None:
     assert firsts == sorted(firsts)
 
 
-def test_reorder_limit_forces_blocking_request_out() -> None:
+OUT_OF_ORDER = "released out of capture order (reorder buffer limit)"
+
+
+def test_reorder_limit_releases_others_while_a_request_waits() -> None:
+    """A request that waits long (a JoinGroup during a rebalance, a long-poll Fetch)
+    while more than ``reorder_limit`` later exchanges complete stops holding back the
+    order; it stays waiting and, never answered, is reported at the end."""
     a = Sim(client=("10.0.0.1", 40001), t0=100.0)
     b = Sim(client=("10.0.0.3", 40002), t0=100.001)
     a.c(fetch(1).request)                  # never answered, blocks the order
@@ -169,12 +176,65 @@ def test_reorder_limit_forces_blocking_request_out() -> None:
         b.c(st.request)
         b.s(st.response)
     eng = Engine(EngineOptions(reorder_limit=10))
-    it = eng.run(merge(a, b))
-    first = next(it)
-    assert first.status == UNANSWERED and "reorder buffer limit" in first.problems[0]
-    rest = list(it)
-    assert len(rest) == 39 and all(e.status == PAIRED for e in rest)
-    assert [e.index for e in [first] + rest] == list(range(1, 41))
+    out = list(eng.run(merge(a, b)))
+    assert [e.index for e in out] == list(range(1, 41))
+    assert all(e.status == PAIRED and e.api_key == 12 for e in out[:39])
+    assert [e.correlation_id for e in out[:39]] == list(range(1, 40))
+    last = out[39]
+    assert last.status == UNANSWERED and last.api_key == 1
+    assert last.problems == ["capture ended before a response", OUT_OF_ORDER]
+    assert eng.ctx.reorder.forced >= 1 and eng.ctx.unordered.live == 0
+
+
+def test_reorder_limit_keeps_the_late_answer_paired() -> None:
+    """The waiting request's late response still pairs with it (true latency, no
+    orphan); the exchange comes out when it completes, flagged as out of order."""
+    a = Sim(client=("10.0.0.1", 40001), t0=100.0)
+    b = Sim(client=("10.0.0.3", 40002), t0=100.001)
+    slow = fetch(1)
+    a.c(slow.request)
+    for c in range(1, 40):
+        st = heartbeat(c)
+        b.c(st.request)
+        b.s(st.response)
+    a.wait(9.0)
+    a.s(slow.response)
+    eng, out = run(a, b, reorder_limit=10)
+    assert [e.index for e in out] == list(range(1, 41))
+    assert [e.status for e in out] == [PAIRED] * 40
+    late = [e for e in out if e.api_key == 1]
+    assert len(late) == 1 and late[0].problems == [OUT_OF_ORDER]
+    assert late[0].latency_ms > 9000
+    # released once 10 later exchanges waited behind it, before the 40th heartbeat
+    assert out.index(late[0]) == 39
+    assert eng.summary.exchanges[ORPHAN_RESPONSE] == 0
+    assert eng.ctx.unordered.live == 0
+
+
+def test_requests_waiting_out_of_order_are_bounded() -> None:
+    """At most ``reorder_limit`` requests wait out of capture order in the whole run
+    (memory stays bounded): the oldest beyond it is reported unanswered."""
+    sims = [Sim(client=("10.0.0.1", 41000 + i), t0=100.0 + i * 0.0001) for i in range(4)]
+    for i, s in enumerate(sims):
+        s.c(fetch(1).request)              # four requests that are never answered
+    busy = Sim(client=("10.0.0.3", 40002), t0=100.01)
+    for c in range(1, 80):
+        st = heartbeat(c)
+        busy.c(st.request)
+        busy.s(st.response)
+    eng = Engine(EngineOptions(reorder_limit=2))
+    peak = 0
+    out = []
+    for ev in iter_tcp_events(merge(*sims, busy)):
+        out += eng.feed_event(ev)
+        peak = max(peak, eng.ctx.unordered.live)
+    out += eng.finish()
+    assert peak <= 2
+    assert [e.index for e in out] == list(range(1, 84))
+    given_up = [e for e in out if e.api_key == 1 and "requests waited out of capture order"
+                in e.problems[0]]
+    assert len(given_up) == 2
+    assert all(e.status == UNANSWERED for e in out if e.api_key == 1)
 
 
 def test_pipelined_requests_pair_in_any_order() -> None:
