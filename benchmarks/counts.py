@@ -2,15 +2,19 @@
 and records (produced in requests + fetched in responses, counted from batch headers).
 
 Counted once per capture with kwsniff's own engine (not timed) and cached beside the
-capture in ``<name>.counts.json``, keyed by the capture's size and modification time.
+capture in ``<name>.counts.json``, keyed by the capture's size and modification time
+and by a digest of kwsniff's Python sources (a change to the decoding, e.g. how
+exchanges are paired, counts again).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import kwsniff
 from kwsniff.capture import open_capture
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.output.facts import ExchangeFacts, TopicNames
@@ -32,9 +36,19 @@ def count(path: Path, ports: tuple[int, ...]) -> dict[str, Any]:
             "records_fetched": fetched, "records": produced + fetched}
 
 
+def sources_digest() -> str:
+    """SHA-256 over kwsniff's Python sources (paths and contents, in path order)."""
+    root = Path(kwsniff.__file__).parent
+    h = hashlib.sha256()
+    for src in sorted(root.rglob("*.py")):
+        h.update(str(src.relative_to(root)).encode() + b"\0" + src.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def cached_counts(path: Path, ports: tuple[int, ...]) -> dict[str, Any]:
     st = path.stat()
-    key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ports": list(ports)}
+    key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ports": list(ports),
+           "kwsniff": sources_digest()}
     cache = path.with_suffix(".counts.json")
     try:
         doc = json.loads(cache.read_text())

@@ -10,8 +10,9 @@ Contract:
   bytes), or None.  :meth:`Reorderer.drain` releases ready exchanges whose key is below
   every open key, assigning 1-based indexes in release order.
 * Bound: when more than ``limit`` exchanges are waiting, :meth:`drain` calls the
-  ``force`` callback of the owner holding the smallest open key (which gives up its
-  oldest waiting item, e.g. reports a request as unanswered) until the buffer fits;
+  ``force`` callback of the owner holding the smallest open key (which stops waiting on
+  its oldest item for the order: a request keeps waiting out of capture order, other
+  items are given up) until the buffer fits;
   an exchange that still arrives with a key below one already released is released at
   once with the problem "released out of capture order".
 * :class:`PyReorderer` is the Python implementation; :data:`Reorderer` is the
