@@ -80,7 +80,8 @@ class ReleaseControl:
         self.ctx.reorder.set_open(self, self.open_key())
 
     def _force(self) -> bool:
-        """Reorder buffer overflow: give up the oldest thing we are waiting for."""
+        """Reorder buffer overflow: stop holding back the order with the oldest thing we
+        wait for (see the module contract); False when nothing can be done."""
         cands = []
         if self.pending:
             for p in self.pending.values():

@@ -215,7 +215,7 @@ def test_requests_waiting_out_of_order_are_bounded() -> None:
     """At most ``reorder_limit`` requests wait out of capture order in the whole run
     (memory stays bounded): the oldest beyond it is reported unanswered."""
     sims = [Sim(client=("10.0.0.1", 41000 + i), t0=100.0 + i * 0.0001) for i in range(4)]
-    for i, s in enumerate(sims):
+    for s in sims:
         s.c(fetch(1).request)              # four requests that are never answered
     busy = Sim(client=("10.0.0.3", 40002), t0=100.01)
     for c in range(1, 80):
