@@ -47,6 +47,7 @@ class InOrderPairing:
     summary: Any
     framers: tuple
     loss_seen: int
+    sasl_client_id: str | None
 
     def _sasl_token(self, f: Frame, d: int, client: bool, note: str | None = None) -> None:
         mech = self.summary.sasl_mechanism
@@ -54,6 +55,8 @@ class InOrderPairing:
         body, raw = decoding.decode_sasl_token(f.raw, mech, client, self.ctx.options.show_secrets)
         msg = KafkaMessage(kind=kind, raw=raw, header={"SaslMechanism": mech}, body=body,
                            body_end=len(raw))
+        if client:      # a raw token has no header: the client id is its SaslHandshake's
+            msg.client_id = self.sasl_client_id
         for p in body.get("problems") or ():
             msg.problems.append(f"SASL token: {p}")
         if note:

@@ -106,6 +106,7 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
         self.history = ApiHistory()
         self.sasl_raw = False
         self.sasl_wait: dict[int, str | None] = {}   # v0 handshake corr -> mechanism
+        self.sasl_client_id: str | None = None       # of that handshake (raw tokens have none)
         self.requests_since_orphan = 0
         self.corr_hi: int | None = None              # highest request correlation id
         self.last_req_corr: int | None = None        # of the last request framed
@@ -416,6 +417,7 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
             if mech is not None:
                 # a raw SASL token whose SaslHandshake v0 was not captured
                 self.sasl_raw = True
+                self.sasl_client_id = None
                 self.summary.sasl_mechanism = self.summary.sasl_mechanism or mech
                 self._sasl_token(f, d, client=True, note="raw SASL token; the SaslHandshake "
                                  "v0 that announced it was not captured")
@@ -594,6 +596,7 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
             mech = self.sasl_wait.pop(msg.correlation_id)
             if body.get("ErrorCode") == 0:
                 self.sasl_raw = True
+                self.sasl_client_id = req.client_id if req is not None else None
                 s.sasl_mechanism = mech
         ctx.topic_ids.learn(api_key, body)
         ctx.topic_ids.annotate(api_key, body, RESPONSE, msg.api_version)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kwsniff.kafka.model import STATUSES
-from kwsniff.kafka.sasl import token_error, token_user
 from kwsniff.output.facts import ExchangeFacts
-from kwsniff.output.names import SASL_PROTOCOL, api_label, api_names, error_names
+from kwsniff.output.names import api_label, api_names, error_names
+from kwsniff.output.sasl_auth import sasl_error, sasl_mechanism, sasl_user
 
 
 def format_address(addr: tuple[str, int] | None) -> str:
@@ -77,52 +77,6 @@ def _acks(f: ExchangeFacts) -> int | None:
         return None
     acks = req.body.get("Acks", req.body.get("RequiredAcks"))
     return acks if type(acks) is int else None
-
-
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-
-
-def _sasl_data(f: ExchangeFacts) -> list[dict[str, Any]]:
-    """The decoded SASL tokens of an exchange (SaslAuthenticate ``AuthBytes``, raw
-    tokens after a v0 handshake), request first."""
-    out = []
-    for msg in (f.exchange.request, f.exchange.response):
-        body = msg.body if msg is not None else None
-        if not isinstance(body, dict):
-            continue
-        if f.exchange.protocol == SASL_PROTOCOL:
-            data = body.get("data")
-        elif msg.api_key == SASL_AUTHENTICATE:
-            decoded = body.get("_decoded_AuthBytes")
-            data = decoded.get("data") if isinstance(decoded, dict) else None
-        else:
-            continue
-        if isinstance(data, dict):
-            out.append(data)
-    return out
-
-
-def _sasl_mechanism(f: ExchangeFacts) -> str | None:
-    req = f.exchange.request
-    if req is not None and req.api_key == SASL_HANDSHAKE and isinstance(req.body, dict):
-        mech = req.body.get("Mechanism")
-        return mech if isinstance(mech, str) else None
-    for data in _sasl_data(f):
-        if isinstance(data.get("mechanism"), str):
-            return data["mechanism"]
-    return None
-
-
-def _sasl_user(f: ExchangeFacts) -> str | None:
-    return next(filter(None, map(token_user, _sasl_data(f))), None)
-
-
-def _sasl_error(f: ExchangeFacts) -> str | None:
-    for data in _sasl_data(f):
-        error = token_error(data)
-        if error is not None:
-            return error or "error"      # (an OAUTHBEARER error without a status)
-    return None
 
 
 def _bytes(f: ExchangeFacts) -> int:
@@ -196,14 +150,14 @@ _SPECS = [
               _records),
     FieldSpec("sasl_mechanism", "string", False,
               "SASL mechanism of a SaslHandshake, SaslAuthenticate or raw SASL token exchange",
-              _sasl_mechanism),
+              sasl_mechanism),
     FieldSpec("sasl_user", "string", False,
               "user name in a SASL token (PLAIN, SCRAM client-first, OAUTHBEARER authzid)",
-              _sasl_user),
+              sasl_user),
     FieldSpec("sasl_error", "string", False,
               "error inside a SASL token, e.g. SCRAM \"unknown-user\", "
               "\"invalid-proof\" (the Kafka error code may be 0)",
-              _sasl_error),
+              sasl_error),
     FieldSpec("bytes", "int", False, "request + response size on the wire, with size prefixes",
               _bytes),
     FieldSpec("request_bytes", "int", False, "request size on the wire",

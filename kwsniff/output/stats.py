@@ -31,6 +31,7 @@ from kwsniff.output.digest import human_bytes
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.fields import format_address
 from kwsniff.output.names import api_label, error_label
+from kwsniff.output.sasl_auth import AuthTracker
 from kwsniff.output.summary import printable
 
 EXACT_SAMPLES = 4096
@@ -177,6 +178,7 @@ class StatsCollector:
         self.clients = BoundedCounter(5, limit, rank=C_EXCHANGES)
         self.connections = BoundedCounter(5, limit, rank=K_EXCHANGES)
         self.connection_info: dict[int, tuple[str, str, str]] = {}
+        self.auth = AuthTracker(limit)
         self.problems = 0
 
     def add(self, facts: ExchangeFacts) -> None:
@@ -246,6 +248,7 @@ class StatsCollector:
         conn[K_BYTES] += req_bytes + resp_bytes
         conn[K_LAST] = max(conn[K_LAST], end)
         conn[K_ERRORS] += 1 if codes else 0
+        self.auth.add(facts)
         if len(self.connection_info) > 2 * self.connections.limit:
             live = self.connections.data
             self.connection_info = {k: v for k, v in self.connection_info.items() if k in live}
@@ -323,6 +326,7 @@ class StatsCollector:
             "clients_seen": len(self.clients.data) + self.clients.dropped,
             "connections": connections,
             "connections_seen": len(self.connections.data) + self.connections.dropped,
+            "authentication": self.auth.report(top),
             "approximate": {"topics": self.topics.approximate,
                             "clients": self.clients.approximate,
                             "connections": self.connections.approximate},
@@ -421,3 +425,24 @@ def render_report(report: dict[str, Any], *, title: str = "",
              f"{c['duration_s']:.3f}"] for c in report["connections"]]
     yield from _table(["Stream", "Client → Broker", "Client id", "Exchanges", "Errors", "Bytes",
                        "Duration s"], rows, {0, 3, 4, 5, 6})
+    yield from _render_auth(report.get("authentication"), h, palette)
+
+
+def _render_auth(auth: dict[str, Any] | None, h: Any, palette: Palette) -> Iterator[str]:
+    """The SASL section: only when the exchanges held authentication attempts."""
+    if not auth or not auth["attempts"]:
+        return
+    n = auth["attempts"]
+    counts = ", ".join(f"{o} {c}" for o, c in auth["outcomes"].items() if c)
+    yield ""
+    yield h(f"SASL authentication: {n} attempt{'s' if n != 1 else ''} ({counts})")
+    rows = [[r["mechanism"] or "-", r["user"] or "-", r["client_id"] or "-", r["outcome"],
+             r["reason"] or "-", str(r["attempts"]), str(r["first_stream"])]
+            for r in auth["rows"]]
+    yield from _table(["Mechanism", "User", "Client id", "Outcome", "Reason", "Attempts",
+                       "First stream"], rows, {5, 6})
+    more = auth["rows_seen"] - len(auth["rows"])
+    if more > 0:
+        yield palette.dim(f"({more} more row{'s' if more != 1 else ''}; --top shows more)")
+    if auth["approximate"]:
+        yield palette.dim("(approximate: rare rows were dropped to bound memory)")

@@ -45,6 +45,8 @@ def test_summary_lines_say_who_tried_what_and_why_it_failed(
                for line in lines)
     bare = [line for line in lines if " SASL #- " in line]
     assert len(bare) == 2
+    # raw tokens carry no header: their client id is their SaslHandshake v0's
+    assert all(" kp-scram256-v0 SASL #- " in line for line in bare)
     assert bare[0].endswith("SCRAM-SHA-256 client-first user erin → server-first")
     assert bare[1].endswith("SCRAM-SHA-256 client-final → server-final SASL error unknown-user")
     plain = [line for line in lines if "mechanism PLAIN" in line]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from kwsniff.kafka.model import UNANSWERED
 from kwsniff.output.filter import compile_filter
@@ -282,6 +283,26 @@ def test_search_sort_pause_help_and_stats() -> None:
         assert any(ch in text for ch in "▁▂▃▄▅▆▇█")
         await pilot.press("escape")
         assert not isinstance(app.screen, StatsScreen)
+
+    run_app(app, body)
+
+
+def test_stats_screen_shows_sasl_outcomes() -> None:
+    app = KwsniffApp(capture=str(SAMPLE.parent / "tansu-sasl.pcap"))
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await wait_loaded(pilot, app)
+        await pilot.press("s")
+        screen = app.screen
+        assert isinstance(screen, StatsScreen)
+        await wait_for(pilot, lambda: screen.stats is not None)
+        await pilot.pause()
+        shown = screen.query_one("#stats-clients", Static).content
+        console = Console(width=160, record=True, file=io.StringIO())
+        console.print(shown)
+        text = console.export_text()
+        assert "SASL authentication: 5 attempts (failed 4, no response 1)" in text
+        assert "erin" in text and "kp-scram256-v0" in text
 
     run_app(app, body)
 

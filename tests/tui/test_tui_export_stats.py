@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from kwsniff.errors import UserError
 from kwsniff.output.facts import ExchangeFacts
@@ -13,9 +14,10 @@ from kwsniff.output.jsonl import ExportEncoder, dumps
 from kwsniff.output.stats import StatsCollector
 from kwsniff.tui.export import export_rows
 from kwsniff.tui.loader import Loader
-from kwsniff.tui.statistics import compute
+from kwsniff.tui.screens.stats import auth_table
+from kwsniff.tui.statistics import ViewStatistics, compute
 
-from tui_common import SAMPLE, reference
+from tui_common import PCAPS, SAMPLE, reference
 
 
 def test_export_rows_is_the_export_command_output(sample_loader: Loader,
@@ -67,3 +69,23 @@ def test_statistics_of_a_view_equal_the_stats_command(sample_loader: Loader) -> 
     assert sum(h.total for h in stats.histograms.values()) == \
         sum(1 for r in rows if ref[r][0].latency_ms is not None)
     assert compute(store, rows, cancelled=lambda: True) is None
+
+
+def test_sasl_outcomes_in_the_statistics_screen() -> None:
+    capture = PCAPS / "tansu-sasl.pcap"
+    if not capture.exists():
+        pytest.skip("pcaps/tansu-sasl.pcap missing")
+    collector = StatsCollector()
+    for ex, _ in reference(capture):
+        collector.add(ExchangeFacts(ex))
+    stats = ViewStatistics(18, collector.report(), {}, [], 0.0, 0.0, False)
+    table = auth_table(stats)
+    assert table is not None
+    console = Console(width=160, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "SASL authentication: 5 attempts (failed 4, no response 1)" in text
+    assert text.count("SASL error unknown-user") == 4
+    assert "the SaslHandshake was not answered" in text
+    none = ViewStatistics(0, StatsCollector().report(), {}, [], 0.0, 0.0, False)
+    assert auth_table(none) is None

@@ -6,7 +6,8 @@ rows of the current view in a background thread (a progress line meanwhile) and 
 * a table per API and version (count, errors, p50/p90/p99/max latency as in ``kwsniff
   stats``) with each API's latency distribution drawn on a shared log axis;
 * the request rate over time as a column chart;
-* errors by API and code, top topics and top clients with bars.
+* errors by API and code, top topics and top clients with bars;
+* SASL login attempts by outcome, when the rows hold any (:func:`auth_table`).
 
 Escape or q closes it; r recomputes (while a capture is still loading).
 """
@@ -152,6 +153,30 @@ def clients_table(stats: ViewStatistics) -> Table | Text:
     return table
 
 
+OUTCOME_STYLES = {"failed": "red", "no response": "yellow", "unfinished": "dim",
+                  "succeeded": "green"}
+
+
+def auth_table(stats: ViewStatistics) -> Table | None:
+    """SASL login attempts by outcome (as ``kwsniff stats``); None when there are none."""
+    auth = stats.report.get("authentication")
+    if not auth or not auth["attempts"]:
+        return None
+    n = auth["attempts"]
+    counts = ", ".join(f"{o} {c}" for o, c in auth["outcomes"].items() if c)
+    table = Table(title=f"SASL authentication: {n} attempt{'s' if n != 1 else ''} ({counts})",
+                  title_justify="left", show_edge=False, pad_edge=False)
+    for name, right in (("Mechanism", False), ("User", False), ("Client id", False),
+                        ("Outcome", False), ("Reason", False), ("Attempts", True)):
+        table.add_column(name, justify="right" if right else "left", no_wrap=name != "Reason")
+    for r in auth["rows"]:
+        table.add_row(Text(r["mechanism"] or "-"), Text(r["user"] or "-"),
+                      Text(r["client_id"] or "-"),
+                      Text(r["outcome"], style=OUTCOME_STYLES.get(r["outcome"], "")),
+                      Text(r["reason"] or "-"), str(r["attempts"]))
+    return table
+
+
 def summary_text(stats: ViewStatistics, what: str) -> Text:
     rep = stats.report
     text = Text(f"Statistics of {stats.rows} exchange{'s' if stats.rows != 1 else ''}"
@@ -228,5 +253,7 @@ class StatsScreen(Screen[None]):
         self.query_one("#stats-rate", Static).update(rate_chart(stats))
         self.query_one("#stats-errors", Static).update(errors_table(stats))
         self.query_one("#stats-topics", Static).update(topics_table(stats))
-        self.query_one("#stats-clients", Static).update(clients_table(stats))
+        clients, auth = clients_table(stats), auth_table(stats)
+        self.query_one("#stats-clients", Static).update(
+            clients if auth is None else Group(clients, Text(""), auth))
 
