@@ -3,8 +3,9 @@
 Per API and version: exchanges, errors, latency percentiles (p50/p90/p99/max) and bytes;
 errors by API and code; top topics by records and bytes, produced and fetched; top
 clients; connections; SASL login attempts and their outcomes (also refusals inside a
-SASL token that no error code shows). -Y restricts the statistics to matching exchanges. --json prints
-the same data as one JSON object. The run summary ends the report.
+SASL token that no error code shows). -Y restricts the statistics to matching
+exchanges. --json prints the same data as one JSON object. The run summary ends the
+report.
 
 Memory stays bounded: latency percentiles are exact (nearest rank) up to 4096 samples
 per API version, then estimated from a log-bucketed histogram within 1 % (max is always

@@ -125,15 +125,15 @@ def _final(mechanism: str | None, response_token: dict[str, Any] | None) -> bool
 # ----------------------------------------------------------------------------- attempts
 
 class _Attempt:
-    __slots__ = ("stream", "client_id", "mechanism", "user", "outcome", "reason", "steps")
+    """An attempt in progress on one connection."""
+
+    __slots__ = ("stream", "client_id", "mechanism", "user", "steps")
 
     def __init__(self, stream: int, client_id: str | None) -> None:
         self.stream = stream
         self.client_id = client_id
         self.mechanism: str | None = None
         self.user: str | None = None
-        self.outcome: str | None = None       # None while in progress
-        self.reason = ""
         self.steps = 0
 
 
@@ -186,9 +186,6 @@ class AuthTracker:
             self._close(attempt, NO_RESPONSE, f"the {what} was not answered")
             return
         reason = None if sasl_raw else _error_reason(resp.body)
-        if reason is None and not sasl_raw and ex.api_key == SASL_HANDSHAKE \
-                and not isinstance(resp.body, dict):
-            return
         if reason is not None:
             self._close(attempt, FAILED, reason)
             return
