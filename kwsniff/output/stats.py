@@ -428,14 +428,23 @@ def render_report(report: dict[str, Any], *, title: str = "",
     yield from _render_auth(report.get("authentication"), h, palette)
 
 
-def _render_auth(auth: dict[str, Any] | None, h: Any, palette: Palette) -> Iterator[str]:
-    """The SASL section: only when the exchanges held authentication attempts."""
+def auth_heading(auth: dict[str, Any] | None) -> str | None:
+    """``SASL authentication: N attempts (failed F, ...)`` for the report's
+    ``authentication`` part; None when it holds no attempt (no SASL section)."""
     if not auth or not auth["attempts"]:
-        return
+        return None
     n = auth["attempts"]
     counts = ", ".join(f"{o} {c}" for o, c in auth["outcomes"].items() if c)
+    return f"SASL authentication: {n} attempt{'s' if n != 1 else ''} ({counts})"
+
+
+def _render_auth(auth: dict[str, Any] | None, h: Any, palette: Palette) -> Iterator[str]:
+    """The SASL section: only when the exchanges held authentication attempts."""
+    heading = auth_heading(auth)
+    if auth is None or heading is None:
+        return
     yield ""
-    yield h(f"SASL authentication: {n} attempt{'s' if n != 1 else ''} ({counts})")
+    yield h(heading)
     rows = [[r["mechanism"] or "-", r["user"] or "-", r["client_id"] or "-", r["outcome"],
              r["reason"] or "-", str(r["attempts"]), str(r["first_stream"])]
             for r in auth["rows"]]

@@ -28,6 +28,7 @@ from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
 from kwsniff.output.digest import human_bytes
+from kwsniff.output.stats import auth_heading
 from kwsniff.tui.charts import bar, column_chart, histogram_axis
 from kwsniff.tui.statistics import ViewStatistics, compute
 
@@ -160,12 +161,10 @@ OUTCOME_STYLES = {"failed": "red", "no response": "yellow", "unfinished": "dim",
 def auth_table(stats: ViewStatistics) -> Table | None:
     """SASL login attempts by outcome (as ``kwsniff stats``); None when there are none."""
     auth = stats.report.get("authentication")
-    if not auth or not auth["attempts"]:
+    heading = auth_heading(auth)
+    if auth is None or heading is None:
         return None
-    n = auth["attempts"]
-    counts = ", ".join(f"{o} {c}" for o, c in auth["outcomes"].items() if c)
-    table = Table(title=f"SASL authentication: {n} attempt{'s' if n != 1 else ''} ({counts})",
-                  title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(title=heading, title_justify="left", show_edge=False, pad_edge=False)
     for name, right in (("Mechanism", False), ("User", False), ("Client id", False),
                         ("Outcome", False), ("Reason", False), ("Attempts", True)):
         table.add_column(name, justify="right" if right else "left", no_wrap=name != "Reason")
