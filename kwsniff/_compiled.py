@@ -62,6 +62,7 @@ MODULES: tuple[str, ...] = (
     "kwsniff.output.fields",
     "kwsniff.output.jsonl",
     "kwsniff.output.pipeline",
+    "kwsniff.output.skim",
     "kwsniff.output.summary",
     "kwsniff.output.tree",
     "kwsniff.commands.decode",

@@ -39,6 +39,9 @@
  *                (in _speedups_tcp.c, bound to its classes by tcp_setup)
  *  FrameSink     kwsniff.engine.Engine._sink's closure (_speedups_tcp.c, sink_setup)
  *  Reorder       the reorder buffer, kwsniff.kafka.ordering.PyReorderer (_speedups_order.c)
+ *  skim_fields   decode_fields for summary lines: record sets as (batches, records, size)
+ *                of clean magic-2 sets (v2_set_stats), no Records objects, and the
+ *                non-zero *ErrorCode values collected (kwsniff.output.skim)
  *  decode_fields the generated message decoders (kwsniff.kafka.protocol.codegen) run from
  *                a program of the same schema rows (kwsniff.kafka.protocol.cprogram);
  *                in _speedups_decode.c. None, for the Python decoder to run, wherever
@@ -53,7 +56,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 15
+#define SPEEDUPS_VERSION 16
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -425,28 +428,39 @@ PyDoc_STRVAR(v2_set_stats_doc,
 "kwsniff.kafka.records.Records gives from its batches (and no header or CRC problem).\n"
 "None for anything else (the Python scan then runs).");
 
-static PyObject *v2_set_stats(PyObject *self, PyObject *arg) {
-    (void)self;
-    if (!PyBytes_CheckExact(arg))
-        Py_RETURN_NONE;
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
-    Py_ssize_t n = PyBytes_GET_SIZE(arg), pos = 0, batches = 0;
+int v2_clean_stats(const unsigned char *p, Py_ssize_t n, Py_ssize_t *batches_out,
+                   long long *records_out) {
+    Py_ssize_t pos = 0, batches = 0;
     long long records = 0;
     while (pos < n) {
         Py_ssize_t avail = n - pos;
         if (avail < 61 || p[pos + 16] != 2)
-            Py_RETURN_NONE;
+            return 0;
         int32_t length = (int32_t)rd32(p + pos + 8, 1);
         if (length < 61 - 12 || (Py_ssize_t)length + 12 > avail)
-            Py_RETURN_NONE;
+            return 0;
         Py_ssize_t size = (Py_ssize_t)length + 12;
         int32_t count = (int32_t)rd32(p + pos + 57, 1);
         if (count < 0 || crc32c_of(p + pos + 21, (size_t)(size - 21)) != rd32(p + pos + 17, 1))
-            Py_RETURN_NONE;
+            return 0;
         records += count;
         batches++;
         pos += size;
     }
+    *batches_out = batches;
+    *records_out = records;
+    return 1;
+}
+
+static PyObject *v2_set_stats(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyBytes_CheckExact(arg))
+        Py_RETURN_NONE;
+    Py_ssize_t batches;
+    long long records;
+    if (!v2_clean_stats((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg),
+                        &batches, &records))
+        Py_RETURN_NONE;
     return Py_BuildValue("(nL)", batches, records);
 }
 
@@ -2523,6 +2537,7 @@ static PyMethodDef methods[] = {
     {"tree_fields", (PyCFunction)(void (*)(void))tree_fields, METH_FASTCALL, tree_fields_doc},
     {"tree_batch", (PyCFunction)(void (*)(void))tree_batch, METH_FASTCALL, tree_batch_doc},
     {"decode_fields", (PyCFunction)(void (*)(void))decode_fields, METH_FASTCALL, decode_fields_doc},
+    {"skim_fields", (PyCFunction)(void (*)(void))skim_fields, METH_FASTCALL, skim_fields_doc},
     {"tcp_setup", tcp_setup, METH_VARARGS,
      "tcp_setup(flow_type, direction_type, connection_type, control, ack): bind tcp_feed"},
     {"tcp_feed", (PyCFunction)(void (*)(void))tcp_feed, METH_FASTCALL, tcp_feed_doc},

@@ -23,6 +23,13 @@ static inline uint64_t be64(const unsigned char *p) {
 PyObject *decode_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char decode_fields_doc[];
 int decode_fields_init(void);
+PyObject *skim_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char skim_fields_doc[];
+
+/* _speedups.c: (batches, records) of a record set of complete magic-2 batches with
+   matching CRC-32Cs (what v2_set_stats returns); 0 for anything else */
+int v2_clean_stats(const unsigned char *p, Py_ssize_t n, Py_ssize_t *batches,
+                   long long *records);
 
 /* _speedups_tcp.c: the in-order fast path of kwsniff.tcp.reassembly */
 PyObject *tcp_setup(PyObject *self, PyObject *args);

@@ -21,9 +21,12 @@ enum { OP_FIXED, OP_STRING, OP_BYTES, OP_RECORDS, OP_UUID, OP_STRUCT, OP_ARRAY }
 typedef struct {
     const unsigned char *p;
     Py_ssize_t len;
+    int skim;              /* skim_fields: record sets as stats tuples */
+    PyObject *errors;      /* skim_fields: a list for non-zero *ErrorCode values, or NULL */
 } Src;
 
 static PyObject *s_unknown_tags_key;
+static PyObject *s_error_suffix;
 
 /* Every function below returns -1 (or NULL) to decline; a Python exception may then be
    set, and decode_fields clears it: the Python decoder meets the same input again. */
@@ -133,6 +136,14 @@ static PyObject *df_value(const Src *s, Py_ssize_t *pos, PyObject *op, int depth
             return NULL;
         const char *q = (const char *)s->p + *pos;
         PyObject *v;
+        if (kind == OP_RECORDS && s->skim) {
+            Py_ssize_t batches;
+            long long records;
+            if (!v2_clean_stats((const unsigned char *)q, (Py_ssize_t)n, &batches, &records))
+                return NULL;     /* not a clean magic-2 set: the full decoding decides */
+            *pos += (Py_ssize_t)n;
+            return Py_BuildValue("(nLn)", batches, records, (Py_ssize_t)n);
+        }
         if (kind == OP_STRING) {
             v = PyUnicode_DecodeUTF8(q, (Py_ssize_t)n, "replace");
         } else {
@@ -227,6 +238,16 @@ static int df_field(const Src *s, Py_ssize_t *pos, PyObject *op, PyObject *d, in
             if (v == NULL)
                 return -1;
             q += df_code_size(codes[j]);
+            if (s->errors != NULL && codes[j] != '?' && codes[j] != 'd') {
+                int nonzero = PyObject_IsTrue(v);
+                int named = nonzero > 0 ? PyUnicode_Tailmatch(PyTuple_GET_ITEM(names, j),
+                                                              s_error_suffix, 0,
+                                                              PY_SSIZE_T_MAX, 1) : 0;
+                if (nonzero < 0 || named < 0 || (named && PyList_Append(s->errors, v) < 0)) {
+                    Py_DECREF(v);
+                    return -1;
+                }
+            }
             int rc = PyDict_SetItem(d, PyTuple_GET_ITEM(names, j), v);
             Py_DECREF(v);
             if (rc < 0)
@@ -335,7 +356,7 @@ PyObject *decode_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    Src s = {(const unsigned char *)PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf)};
+    Src s = {(const unsigned char *)PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf), 0, NULL};
     if (pos < 0 || pos > s.len)
         Py_RETURN_NONE;
     if (df_struct(&s, &pos, prog, out, 0) < 0) {
@@ -346,7 +367,56 @@ PyObject *decode_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(pos);
 }
 
+const char skim_fields_doc[] =
+    "skim_fields(buf, pos, program, errors) -> (body, end offset) or None: decode_fields "
+    "with every records field given as (batches, records, bytes) of a record set of "
+    "complete magic-2 batches whose CRC-32Cs match (None for any other set: the full "
+    "decoding decides), and, when errors is a list, the non-zero values of fields named "
+    "*ErrorCode appended to it in body order";
+
+PyObject *skim_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "skim_fields(buf, pos, program, errors)");
+        return NULL;
+    }
+    PyObject *buf = args[0], *prog = args[2], *errors = args[3];
+    if (!PyBytes_CheckExact(buf) || !PyLong_CheckExact(args[1]) || !PyTuple_CheckExact(prog)
+            || PyTuple_GET_SIZE(prog) != 3 || (errors != Py_None && !PyList_CheckExact(errors)))
+        Py_RETURN_NONE;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Src s = {(const unsigned char *)PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf), 1,
+             errors == Py_None ? NULL : errors};
+    if (pos < 0 || pos > s.len)
+        Py_RETURN_NONE;
+    Py_ssize_t before = s.errors != NULL ? PyList_GET_SIZE(s.errors) : 0;
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    if (df_struct(&s, &pos, prog, out, 0) < 0) {
+        PyErr_Clear();
+        Py_DECREF(out);
+        if (s.errors != NULL)
+            PyList_SetSlice(s.errors, before, PyList_GET_SIZE(s.errors), NULL);
+        Py_RETURN_NONE;
+    }
+    PyObject *end = PyLong_FromSsize_t(pos);
+    if (end == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, out, end);
+    Py_DECREF(out);
+    Py_DECREF(end);
+    return result;
+}
+
 int decode_fields_init(void) {
     s_unknown_tags_key = PyUnicode_InternFromString("_unknown_tags");
-    return s_unknown_tags_key == NULL ? -1 : 0;
+    s_error_suffix = PyUnicode_InternFromString("ErrorCode");
+    return s_unknown_tags_key == NULL || s_error_suffix == NULL ? -1 : 0;
 }

@@ -9,6 +9,7 @@ goes to standard error at the end.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -150,14 +151,37 @@ class CaptureRun:
         return list(getattr(self.source, "problems", ()))
 
 
+def summary_lane(args: argparse.Namespace, display_filter: DisplayFilter | None) -> bool:
+    """Whether ``decode`` shows summary lines through the summary lane
+    (:mod:`kwsniff.output.skim`): summary lines, no display filter, a build with it,
+    and ``KWSNIFF_SUMMARY_LANE`` not ``0`` (the same lines either way; ``0`` is for
+    comparing)."""
+    if getattr(args, "verbose", False) or getattr(args, "hex", False) \
+            or display_filter is not None or os.environ.get("KWSNIFF_SUMMARY_LANE") == "0":
+        return False
+    from kwsniff.output.skim import SummaryLane
+    return SummaryLane.available()
+
+
+def use_lane(engine: Any, selection: Selection) -> None:
+    """Let ``selection`` give summary-lane facts (``engine`` defers bodies)."""
+    from kwsniff.output.skim import SummaryLane
+    selection.lane = SummaryLane(engine.ctx.annotate_ctx, selection.names)
+
+
 @contextmanager
-def capture_run(args: argparse.Namespace, display_filter: DisplayFilter | None
-                ) -> Iterator[CaptureRun]:
-    """Open the capture and set up the engine; the capture is closed afterwards."""
+def capture_run(args: argparse.Namespace, display_filter: DisplayFilter | None,
+                lane: bool = False) -> Iterator[CaptureRun]:
+    """Open the capture and set up the engine; the capture is closed afterwards.
+    ``lane``: summary lines through the summary lane (see :func:`summary_lane`)."""
     from kwsniff.capture import open_capture
     from kwsniff.engine import Engine
-    engine = Engine(engine_options(args))
+    options = engine_options(args)
+    options.defer_bodies = options.defer_bodies or lane
+    engine = Engine(options)
     selection = Selection(display_filter, getattr(args, "count", None))
+    if lane:
+        use_lane(engine, selection)
     with open_capture(args.capture) as source:
         yield CaptureRun(source, engine, selection)
 
@@ -278,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
     formatter = SummaryFormatter(palette, args.time_format)
     emit = exchange_printer(args, palette, formatter, out.write)
 
-    with capture_run(args, display_filter) as run_:
+    with capture_run(args, display_filter, summary_lane(args, display_filter)) as run_:
         run_.selection.lean = bool(args.verbose)    # the tree does not read the facts
         for ex, facts in run_.exchanges():
             if formatter.start_ts is None:

@@ -64,7 +64,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from kwsniff.commands.decode import engine_options, exchange_printer, open_output, report_end
+from kwsniff.commands.decode import engine_options, exchange_printer, open_output, \
+    report_end, summary_lane, use_lane
 from kwsniff.errors import CaptureError, UserError
 from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange, KafkaMessage
@@ -322,8 +323,11 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
     with open_capture(args.capture) as source:
         if os.getppid() != parent:
             return      # the parent is gone already
+        # (a summary lane completes the deferred bodies it does not skim itself)
+        prepare = _nothing if selection.lane is not None else \
+            (lambda ex: complete(ex, annotate_ctx))
         owned = _owned(engine.run(source), worker, jobs, selection.names, end_block, events,
-                       lambda ex: complete(ex, annotate_ctx))
+                       prepare)
         for ex, facts in selection(owned):
             emit(ex, facts)
             measured[1] += sum(map(len, parts[measured[0]:]))
@@ -337,6 +341,10 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
                  "events": list(events), "extra": extra()}
     sink.record(_FINAL, pickle.dumps(final))
     sink.flush()
+
+
+def _nothing(ex: Exchange) -> None:
+    pass
 
 
 def _engine_counters(engine: Any, source: Any) -> dict[str, int]:
@@ -632,6 +640,8 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
         formatter = SummaryFormatter(palette, args.time_format)
         printer = exchange_printer(args, palette, formatter, write, write)
         selection.lean = bool(args.verbose)     # as in one process (decode.run)
+        if summary_lane(args, display_filter):
+            use_lane(engine, selection)
 
         def emit(ex: Exchange, facts: Any) -> None:
             if formatter.start_ts is None:

@@ -227,6 +227,8 @@ def records_stats(records: Any) -> tuple[int, int, int]:
         return 0, 0, 0
     if type(records) is Records:     # parses batch headers on demand, never raises
         return records.batch_count, records.record_count, len(records.data)
+    if type(records) is tuple:       # the summary lane's clean set (kwsniff.output.skim)
+        return records
     try:
         size = len(records)
     except Exception:  # noqa: BLE001
@@ -244,6 +246,8 @@ def records_stats(records: Any) -> tuple[int, int, int]:
 
 def records_exact(records: Any) -> bool:
     """False while a legacy compressed wrapper in the set was counted as one record."""
+    if type(records) is tuple:       # the summary lane's clean magic-2 set
+        return True
     try:
         return bool(records.record_count_exact)
     except Exception:  # noqa: BLE001
@@ -1113,8 +1117,13 @@ def _digest(exchange: Exchange, facts: ExchangeFacts | None) -> str:
         facts = ExchangeFacts(exchange)
     req, resp = exchange.request, exchange.response
     left = request_digest(req, facts) if req is not None else "(request not captured)"
-    if resp is not None:
-        right = response_digest(resp, facts)
+    return compose(exchange, left, response_digest(resp, facts) if resp is not None else None)
+
+
+def compose(exchange: Exchange, left: str, right: str | None) -> str:
+    """The digest of ``exchange`` from its request half and its response half (None
+    when the exchange has no response), without plugin fields."""
+    if right is not None:
         return f"{left} {ARROW} {right}" if left else f"{ARROW} {right}"
     if exchange.status == NO_RESPONSE_EXPECTED:
         return f"{left} (no response expected)".lstrip()
@@ -1132,6 +1141,6 @@ def describe_api(exchange: Exchange) -> str:
     return f"{name} v{version}" if version is not None else name
 
 
-__all__ = ["digest", "request_digest", "response_digest", "register_digest", "describe_api",
+__all__ = ["digest", "compose", "request_digest", "response_digest", "register_digest", "describe_api",
            "human_bytes", "ranges", "topic_partitions", "error_summary", "records_stats",
            "uuid_text"]

@@ -321,6 +321,9 @@ class ExchangeFacts:
 
     __slots__ = ("exchange", "_names", "_req", "_resp", "exact", "_record_problems", "lean")
 
+    #: the summary lane's digest (:class:`kwsniff.output.skim.SkimFacts`); None here
+    digest_text: str | None = None
+
     def __init__(self, exchange: Exchange, names: TopicNames | None = None,
                  exact: bool = False, lean: bool = False) -> None:
         self.exchange = exchange

@@ -9,6 +9,9 @@ Contract:
   ``stats``, ``live`` and the TUI use it the same way. ``lean`` (for output that does
   not read the facts, e.g. the -V tree) makes the facts count record-set problems
   without walking bodies that cannot teach topic names (the same counts and names).
+  ``lane`` (a :class:`~kwsniff.output.skim.SummaryLane`, summary lines without a
+  display filter only) gives the facts of exchanges with deferred bodies where it can
+  and completes those bodies where it cannot.
 * :func:`run_counters` collects the run summary every command reports at its end
   (packets, connections, exchanges, problems, skipped and lost bytes) from the engine's
   ``RunSummary``, the capture's problems and the exchanges' problems;
@@ -32,6 +35,7 @@ class Selection:
                  names: TopicNames | None = None, lean: bool = False) -> None:
         self.filter = display_filter
         self.lean = lean
+        self.lane: Any = None      # a kwsniff.output.skim.SummaryLane (summary lines)
         self.count = count
         self.names = names if names is not None else TopicNames()
         self.seen = 0
@@ -44,14 +48,23 @@ class Selection:
         limit = self.count
         names = self.names
         lean = self.lean
+        lane = self.lane
         for ex in exchanges:
             if limit is not None and self.shown >= limit:
                 return
             self.seen += 1
+            # (the lane completes deferred bodies first where it declines)
+            facts = None
+            if lane is not None:
+                if matches is None:
+                    facts = lane.facts(ex)
+                else:       # a filter reads the full facts
+                    lane.complete(ex)
             if ex.problems or (ex.request is not None and ex.request.problems) or \
                     (ex.response is not None and ex.response.problems):
                 self.problems += len(ex.all_problems())
-            facts = ExchangeFacts(ex, names, lean=lean)
+            if facts is None:
+                facts = ExchangeFacts(ex, names, lean=lean)
             # batch header and CRC checks of the record sets: problems every mode
             # (summary line, -V tree, export) lists with the exchange
             self.problems += facts.record_problems

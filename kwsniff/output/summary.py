@@ -158,7 +158,9 @@ class SummaryFormatter:
             if len(codes) > 2:
                 names += f",+{len(codes) - 2}"
             parts.append(p.error(names))
-        text = digest(exchange, facts)
+        text = facts.digest_text      # the summary lane computed it already
+        if text is None:
+            text = digest(exchange, facts)
         if text:
             parts.append(text if text.isprintable() else printable(text))
         problems = len(exchange.problems)
