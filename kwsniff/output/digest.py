@@ -668,12 +668,16 @@ def _sasl_auth_req(b: Body, v: int, f: ExchangeFacts) -> str:
 
 
 def _sasl_auth_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
-    sasl = _sasl_message(b.get("_decoded_AuthBytes"), mechanism=False)
+    decoded = b.get("_decoded_AuthBytes")
+    sasl = _sasl_message(decoded, mechanism=False)
     top = _top_error(b)
     if top:
         return _join(top, sasl)
+    # error code 0, but the broker may still refuse inside its token (SCRAM e=...)
+    data = decoded.get("data") if isinstance(decoded, dict) else None
+    refused = isinstance(data, dict) and token_error(data) is not None
     life = b.get("SessionLifetimeMs")
-    return _join("ok", sasl, f"session {life} ms" if type(life) is int and life > 0 else None,
+    return _join("refused" if refused else "ok", sasl, f"session {life} ms" if type(life) is int and life > 0 else None,
                  f"{human_bytes(_bytes_len(b.get('AuthBytes')))} token"
                  if _bytes_len(b.get("AuthBytes")) else None)
 

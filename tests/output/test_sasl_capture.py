@@ -38,9 +38,12 @@ def test_summary_lines_say_who_tried_what_and_why_it_failed(
         capsys: pytest.CaptureFixture[str]) -> None:
     lines = _run(capsys, "decode").splitlines()
     refused = [line for line in lines if "SASL error unknown-user" in line]
-    # three SaslAuthenticate client-finals (Kafka error code 0) and one bare token
+    # three SaslAuthenticate client-finals (Kafka error code 0, refused inside the
+    # token: "refused", not "ok") and one bare token
     assert len(refused) == 4
-    assert sum("SaslAuthenticate" in line and "→ ok server-final" in line for line in refused) == 3
+    assert sum("SaslAuthenticate" in line and "→ refused server-final" in line
+               for line in refused) == 3
+    assert not any("→ ok server-final" in line for line in lines)
     assert any("SCRAM-SHA-512 client-first user alice 45 B token → ok server-first" in line
                for line in lines)
     bare = [line for line in lines if " SASL #- " in line]
