@@ -372,3 +372,60 @@ def damaged_copy(packets: Sequence[tuple], rnd: Any) -> list[tuple]:
         elif r < 0.11 and len(out) > 2:
             out[-1], out[-2] = out[-2], out[-1]     # reordered
     return out
+
+
+def lane_lines(req_raw: bytes, resp_raw: bytes | None, status: str) -> tuple[str, str, bool]:
+    """``(line of the full decoding, line through the summary lane, lane took it)`` of
+    one exchange made of a request frame and, unless None, the response frame that
+    answers it (both without the size prefix; the response decoded as the request's API
+    and version). See :mod:`kwsniff.output.skim`."""
+    import io
+
+    from kwsniff.kafka import decoding, embedded
+    from kwsniff.output.color import palette_for
+    from kwsniff.output.facts import ExchangeFacts, TopicNames
+    from kwsniff.output.skim import SummaryLane
+    from kwsniff.output.summary import SummaryFormatter
+
+    def pair(defer: bool) -> Exchange:
+        req = decoding.decode_request(req_raw, defer=defer)
+        req.frame_first = req.frame_last = 1
+        req.ts_first = req.ts_last = 1_700_000_000.0
+        resp = None
+        if resp_raw is not None and req.api_key is not None and req.api_version is not None:
+            resp = decoding.decode_response(resp_raw, req.api_key, req.api_version, defer=defer)
+            resp.frame_first = resp.frame_last = 2
+            resp.ts_first = resp.ts_last = 1_700_000_000.002
+        ex = Exchange(index=1, stream=0, client=("10.0.0.1", 50000),
+                      broker=("10.0.0.2", 9092), status=status, request=req, response=resp)
+        # bodies decoded at once are annotated at once (as the conversation layer does);
+        # deferred ones when they are completed
+        ctx = embedded.AnnotateContext()
+        if req.deferred is None:
+            decoding.annotate(req, None, ctx, 0)
+        if resp is not None and resp.deferred is None:
+            decoding.annotate(resp, req, ctx, 0)
+        return ex
+
+    def formatter() -> SummaryFormatter:
+        f = SummaryFormatter(palette_for(io.StringIO(), "never"), "r")
+        f.start_ts = 1_700_000_000.0
+        return f
+
+    full = pair(False)
+    full_line = formatter().format(full, ExchangeFacts(full, TopicNames()))
+    lazy = pair(True)
+    facts = SummaryLane(embedded.AnnotateContext(), TopicNames()).facts(lazy)
+    taken = facts is not None
+    lane_line = formatter().format(lazy, facts if facts is not None
+                                   else ExchangeFacts(lazy, TopicNames()))
+    return full_line, lane_line, taken
+
+
+def check_lane(req_raw: bytes, resp_raw: bytes | None, status: str) -> bool:
+    """The summary lane gives the full decoding's line (or declines); whether it took
+    the exchange."""
+    full, lane, taken = lane_lines(req_raw, resp_raw, status)
+    require(lane == full, f"summary lane line differs:\n  full: {full!r}\n  lane: {lane!r}")
+    check_line(lane, "summary lane line")
+    return taken

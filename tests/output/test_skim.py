@@ -7,13 +7,13 @@ seeded mutations of real Produce and Fetch frames."""
 
 from __future__ import annotations
 
-import io
 import random
 import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fuzz.checks import lane_lines
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
@@ -21,14 +21,12 @@ from kwsniff.capture import open_capture
 from kwsniff.cli import main
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka import decoding, embedded
-from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, PAIRED, Exchange, KafkaMessage
+from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, PAIRED, Exchange
 from kwsniff.output import digest as digest_mod
 from kwsniff.output import extra_fields
-from kwsniff.output.color import palette_for
-from kwsniff.output.facts import ExchangeFacts, TopicNames
 from kwsniff.output.pipeline import Selection
 from kwsniff.output.skim import SkimFacts, SummaryLane
-from tests.output.builders import T0, build, record_batch
+from tests.output.builders import build, record_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 PCAPS = sorted((ROOT / "pcaps").glob("*.pcap"))
@@ -37,53 +35,19 @@ pytestmark = pytest.mark.skipif(not SummaryLane.available(),
                                 reason="the summary lane needs the C accelerator")
 
 
-def _formatter() -> Any:
-    from kwsniff.output.summary import SummaryFormatter
-    f = SummaryFormatter(palette_for(io.StringIO(), "never"), "r")
-    f.start_ts = T0
-    return f
-
-
-def _message(raw: bytes, kind: str, key: int | None, version: int | None, defer: bool,
-             ts: float) -> KafkaMessage:
-    if kind == "request":
-        msg = decoding.decode_request(raw, defer=defer)
-    else:
-        msg = decoding.decode_response(raw, key, version, defer=defer)  # type: ignore[arg-type]
-    msg.frame_first = msg.frame_last = 1 if kind == "request" else 2
-    msg.ts_first = msg.ts_last = ts
-    return msg
+def both_lines(req_raw: bytes, resp_raw: bytes | None, status: str = PAIRED
+               ) -> tuple[str, str, bool]:
+    """(line of the full decoding, line through the lane, whether the lane took it)."""
+    return lane_lines(req_raw, resp_raw, status)
 
 
 def _pair(req_raw: bytes, resp_raw: bytes | None, defer: bool,
           status: str = PAIRED) -> Exchange:
-    req = _message(req_raw, "request", None, None, defer, T0)
-    resp = None
-    if resp_raw is not None:
-        resp = _message(resp_raw, "response", req.api_key, req.api_version, defer,
-                        T0 + 0.002)
-    ex = Exchange(index=1, stream=0, client=("10.0.0.1", 50000), broker=("10.0.0.2", 9092),
-                  status=status, request=req, response=resp)
-    if not defer:
-        ctx = embedded.AnnotateContext()
-        decoding.annotate(req, None, ctx, 0)
-        if resp is not None:
-            decoding.annotate(resp, req, ctx, 0)
-    return ex
-
-
-def both_lines(req_raw: bytes, resp_raw: bytes | None, status: str = PAIRED
-               ) -> tuple[str, str, bool]:
-    """(line of the full decoding, line through the lane, whether the lane took it)."""
-    full = _pair(req_raw, resp_raw, False, status)
-    full_line = _formatter().format(full, ExchangeFacts(full, TopicNames()))
-    lazy = _pair(req_raw, resp_raw, True, status)
-    lane = SummaryLane(embedded.AnnotateContext(), TopicNames())
-    facts = lane.facts(lazy)
-    taken = facts is not None
-    if facts is None:
-        facts = ExchangeFacts(lazy, TopicNames())
-    return full_line, _formatter().format(lazy, facts), taken
+    req = decoding.decode_request(req_raw, defer=defer)
+    resp = None if resp_raw is None else \
+        decoding.decode_response(resp_raw, req.api_key, req.api_version, defer=defer)
+    return Exchange(index=1, stream=0, client=("10.0.0.1", 50000), broker=("10.0.0.2", 9092),
+                    status=status, request=req, response=resp)
 
 
 def _encode(obj: Any, correlation_id: int = 7) -> bytes:
