@@ -279,7 +279,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("-o - writes JSON Lines to standard output: add -q")
 
     from kwsniff.capture.live import LINKTYPE_LINUX_SLL, open_live
-    from kwsniff.commands.decode import compile_display_filter, open_output
+    from kwsniff.commands.decode import compile_display_filter, open_output, summary_lane, \
+        use_lane
     from kwsniff.live_engine import LiveDecoder
     from kwsniff.output.jsonl import ExportEncoder, JsonlWriter
     from kwsniff.output.pipeline import Selection, run_counters
@@ -299,9 +300,15 @@ def run(args: argparse.Namespace) -> int:
             packets_out = PacketWriter(args.write, source.linktype, source.snaplen,
                                        args.interface)
             stack.callback(packets_out.close)
-        decoder = LiveDecoder(_engine_options(args, ports),
+        # summary lines only (no -o export, which reads every body): the summary lane
+        lane = not args.quiet and not args.output and summary_lane(args, display_filter)
+        options = _engine_options(args, ports)
+        options.defer_bodies = lane
+        decoder = LiveDecoder(options,
                               on_batch=packets_out.write_batch if packets_out else None)
         selection = Selection(display_filter, args.count)
+        if lane:
+            use_lane(decoder.engine, selection)
         printer = None if args.quiet else ExchangePrinter(out, args)
         jsonl = None
         encoder = None

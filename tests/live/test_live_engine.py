@@ -53,6 +53,44 @@ def test_same_exchanges_as_file_decoding(pcap: Path) -> None:
     assert live.engine.summary.exchanges_total == len(got)
 
 
+def _live_lines(pcap: Path, lane: bool) -> list[str]:
+    """Summary lines of ``pcap`` decoded live (one packet per batch), through the
+    summary lane (the engine deferring bodies) or the full decoding."""
+    import io
+
+    from kwsniff.output.color import palette_for
+    from kwsniff.output.pipeline import Selection
+    from kwsniff.output.skim import SummaryLane
+    from kwsniff.output.summary import SummaryFormatter
+
+    clock = {"now": 0.0}
+
+    def batches() -> Iterator[list[tuple]]:
+        for batch in _one_per_batch(pcap):
+            clock["now"] = batch[0][1]
+            yield batch
+
+    live = LiveDecoder(EngineOptions(defer_bodies=lane), clock=lambda: clock["now"])
+    selection = Selection()
+    if lane:
+        selection.lane = SummaryLane(live.engine.ctx.annotate_ctx, selection.names)
+    fmt = SummaryFormatter(palette_for(io.StringIO(), "never"), "e")
+    lines = [fmt.format(ex, facts) for ex, facts in selection(live.run(batches()))]
+    if lane:
+        assert selection.lane.tried == 0 or selection.lane.taken > 0
+    return lines + [f"problems {selection.problems}"]
+
+
+@pytest.mark.parametrize("pcap", PCAPS, ids=lambda p: p.name)
+def test_summary_lane_lines_are_the_full_ones(pcap: Path) -> None:
+    """``kwsniff live`` prints summary lines through the summary lane (no -o, -V, -x or
+    filter): the same lines as the full decoding, in the same (completion) order."""
+    from kwsniff.output.skim import SummaryLane
+    if not SummaryLane.available():
+        pytest.skip("the summary lane needs the C accelerator")
+    assert _live_lines(pcap, True) == _live_lines(pcap, False)
+
+
 @pytest.mark.parametrize("pcap", PCAPS[:4] + [p for p in PCAPS if "consumer-group" in p.name],
                          ids=lambda p: p.name)
 def test_exchanges_are_released_by_the_packet_that_completes_them(pcap: Path) -> None:
