@@ -39,6 +39,8 @@
  *                (in _speedups_tcp.c, bound to its classes by tcp_setup)
  *  FrameSink     kwsniff.engine.Engine._sink's closure (_speedups_tcp.c, sink_setup)
  *  Reorder       the reorder buffer, kwsniff.kafka.ordering.PyReorderer (_speedups_order.c)
+ *  defer_request, defer_response  the messages kwsniff.kafka.decoding makes with a deferred
+ *                body, for (api key, version)s deferred before (_speedups_msg.c)
  *  skim_fields   decode_fields for summary lines: record sets as (batches, records, size)
  *                of clean magic-2 sets (v2_set_stats), no Records objects, and the
  *                non-zero *ErrorCode values collected (kwsniff.output.skim)
@@ -56,7 +58,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 16
+#define SPEEDUPS_VERSION 17
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -2538,6 +2540,12 @@ static PyMethodDef methods[] = {
     {"tree_batch", (PyCFunction)(void (*)(void))tree_batch, METH_FASTCALL, tree_batch_doc},
     {"decode_fields", (PyCFunction)(void (*)(void))decode_fields, METH_FASTCALL, decode_fields_doc},
     {"skim_fields", (PyCFunction)(void (*)(void))skim_fields, METH_FASTCALL, skim_fields_doc},
+    {"msg_setup", msg_setup, METH_VARARGS,
+     "msg_setup(message_type, fields): bind defer_request/defer_response to KafkaMessage"},
+    {"defer_request", (PyCFunction)(void (*)(void))defer_request, METH_FASTCALL,
+     defer_request_doc},
+    {"defer_response", (PyCFunction)(void (*)(void))defer_response, METH_FASTCALL,
+     defer_response_doc},
     {"tcp_setup", tcp_setup, METH_VARARGS,
      "tcp_setup(flow_type, direction_type, connection_type, control, ack): bind tcp_feed"},
     {"tcp_feed", (PyCFunction)(void (*)(void))tcp_feed, METH_FASTCALL, tcp_feed_doc},

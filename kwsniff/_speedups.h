@@ -31,6 +31,12 @@ extern const char skim_fields_doc[];
 int v2_clean_stats(const unsigned char *p, Py_ssize_t n, Py_ssize_t *batches,
                    long long *records);
 
+/* _speedups_msg.c: messages with deferred bodies (kwsniff.kafka.decoding) */
+PyObject *msg_setup(PyObject *self, PyObject *args);
+PyObject *defer_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *defer_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char defer_request_doc[], defer_response_doc[];
+
 /* _speedups_tcp.c: the in-order fast path of kwsniff.tcp.reassembly */
 PyObject *tcp_setup(PyObject *self, PyObject *args);
 PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
