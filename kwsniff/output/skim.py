@@ -10,8 +10,9 @@ Contract:
   response's error codes and no record-set problems, read from ``_speedups.skim_fields``
   (the C field decoder run over the same schema program, with every record set as its
   ``(batches, records, bytes)``). The summary line made from them is exactly the line
-  the full decoding gives (``tests/output/test_skim.py`` compares every exchange of the
-  committed and benchmark captures).
+  the full decoding gives (``tests/output/test_skim.py`` compares them on every
+  committed capture, on the benchmark captures when they are built, on encoded, damaged
+  and mutated messages; the ``lane`` fuzz target does the same on fuzzed frames).
 * It declines (returns None) wherever that could differ, after decoding the deferred
   bodies as the full path does (:func:`kwsniff.kafka.decoding.complete`): a body the C
   decoder declines (malformed, truncated, a problem to report), bytes left after a

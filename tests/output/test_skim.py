@@ -278,3 +278,25 @@ def test_real_traffic_goes_through_the_lane() -> None:
                 pass
         assert selection.lane.tried > 0
         assert selection.lane.taken >= 0.8 * selection.lane.tried, name
+
+
+BENCH = ROOT / "benchmarks" / "data"
+
+
+@pytest.mark.parametrize("name", ["chatty", "bulk"])
+def test_benchmark_captures_identical_without_the_lane(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       name: str) -> None:
+    """The first 20,000 exchanges of a benchmark capture (built by benchmarks/captures.py;
+    skipped where it is not)."""
+    pcap = BENCH / f"{name}.pcap"
+    if not pcap.exists():
+        pytest.skip(f"{pcap} is not built (benchmarks/captures.py)")
+    ports = {"chatty": ["39092", "39093", "39094"], "bulk": ["29092", "29093", "29094"]}[name]
+    argv = ["decode", "-j", "1", "-c", "20000", *[a for p in ports for a in ("-p", p)],
+            str(pcap)]
+    lane = _cli(capsys, argv)
+    monkeypatch.setenv("KWSNIFF_SUMMARY_LANE", "0")
+    full = _cli(capsys, argv)
+    assert lane == full
+    assert lane[1].count("\n") == 20000 or name == "bulk"
