@@ -337,6 +337,29 @@ static int df_struct(const Src *s, Py_ssize_t *pos, PyObject *prog, PyObject *d,
     return 0;
 }
 
+/* The buffer and start of a decode_fields / skim_fields call: 1 with ``s`` and ``pos``
+   set, 0 (no error set) when the call is not for the C decoder (its caller returns
+   None). ``skim`` and ``errors`` go into ``s``. */
+static int df_start(PyObject *buf, PyObject *pos_o, PyObject *prog, int skim,
+                    PyObject *errors, Src *s, Py_ssize_t *pos) {
+    if (!PyBytes_CheckExact(buf) || !PyLong_CheckExact(pos_o) || !PyTuple_CheckExact(prog)
+            || PyTuple_GET_SIZE(prog) != 3)
+        return 0;
+    Py_ssize_t p = PyLong_AsSsize_t(pos_o);
+    if (p == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    s->p = (const unsigned char *)PyBytes_AS_STRING(buf);
+    s->len = PyBytes_GET_SIZE(buf);
+    s->skim = skim;
+    s->errors = errors;
+    if (p < 0 || p > s->len)
+        return 0;
+    *pos = p;
+    return 1;
+}
+
 const char decode_fields_doc[] =
     "decode_fields(buf, pos, out, program) -> end offset, or None (out left empty): "
     "the Python decoder decides";
@@ -347,17 +370,11 @@ PyObject *decode_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "decode_fields(buf, pos, out, program)");
         return NULL;
     }
-    PyObject *buf = args[0], *out = args[2], *prog = args[3];
-    if (!PyBytes_CheckExact(buf) || !PyLong_CheckExact(args[1]) || !PyDict_CheckExact(out)
-            || PyDict_GET_SIZE(out) != 0 || !PyTuple_CheckExact(prog) || PyTuple_GET_SIZE(prog) != 3)
-        Py_RETURN_NONE;
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    Src s = {(const unsigned char *)PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf), 0, NULL};
-    if (pos < 0 || pos > s.len)
+    PyObject *out = args[2], *prog = args[3];
+    Src s;
+    Py_ssize_t pos;
+    if (!PyDict_CheckExact(out) || PyDict_GET_SIZE(out) != 0
+            || !df_start(args[0], args[1], prog, 0, NULL, &s, &pos))
         Py_RETURN_NONE;
     if (df_struct(&s, &pos, prog, out, 0) < 0) {
         PyErr_Clear();
@@ -380,18 +397,11 @@ PyObject *skim_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_TypeError, "skim_fields(buf, pos, program, errors)");
         return NULL;
     }
-    PyObject *buf = args[0], *prog = args[2], *errors = args[3];
-    if (!PyBytes_CheckExact(buf) || !PyLong_CheckExact(args[1]) || !PyTuple_CheckExact(prog)
-            || PyTuple_GET_SIZE(prog) != 3 || (errors != Py_None && !PyList_CheckExact(errors)))
-        Py_RETURN_NONE;
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    Src s = {(const unsigned char *)PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf), 1,
-             errors == Py_None ? NULL : errors};
-    if (pos < 0 || pos > s.len)
+    PyObject *prog = args[2], *errors = args[3];
+    Src s;
+    Py_ssize_t pos;
+    if ((errors != Py_None && !PyList_CheckExact(errors))
+            || !df_start(args[0], args[1], prog, 1, errors == Py_None ? NULL : errors, &s, &pos))
         Py_RETURN_NONE;
     Py_ssize_t before = s.errors != NULL ? PyList_GET_SIZE(s.errors) : 0;
     PyObject *out = PyDict_New();
