@@ -20,10 +20,9 @@ Contract:
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Any
-
-import dataclasses
 
 from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka import embedded as _embedded
