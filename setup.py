@@ -84,7 +84,7 @@ setup(
     ext_modules=[Extension("kwsniff._speedups",
                            ["kwsniff/_speedups.c", "kwsniff/_speedups_decode.c",
                             "kwsniff/_speedups_tcp.c", "kwsniff/_speedups_order.c",
-                            "kwsniff/_speedups_msg.c"],
+                            "kwsniff/_speedups_msg.c", "kwsniff/_speedups_conv.c"],
                            depends=["kwsniff/_speedups.h"], optional=True,
                            extra_compile_args=["-O2"])] + _cython_extensions(),
     cmdclass={"build_ext": BuildExt},

@@ -58,7 +58,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 17
+#define SPEEDUPS_VERSION 18
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -1090,13 +1090,8 @@ static PyTypeObject NodeType = {
 
 /* kwsniff.kafka.framing.Frame's storage: raw, offset, frame_first, frame_last, ts_first,
  * ts_last, missing, skipped_before, discarded. Not GC-tracked: a frame holds bytes and
- * numbers only (the framer's contract), so it cannot be part of a cycle. */
-typedef struct {
-    PyObject_HEAD
-    PyObject *raw, *offset, *frame_first, *frame_last, *ts_first, *ts_last, *missing,
-             *skipped_before, *discarded;
-} FrameObject;
-
+ * numbers only (the framer's contract), so it cannot be part of a cycle. The struct,
+ * FrameObject, is declared in _speedups.h. */
 #define FRAME_FIELDS 9
 #define FRAME_ARGS 8            /* the constructor's parameters (discarded starts at 0) */
 static const char *frame_names[FRAME_FIELDS] = {
@@ -1148,7 +1143,7 @@ static PyMemberDef frame_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyTypeObject FrameType = {
+PyTypeObject FrameType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kwsniff._speedups.FrameBase",
     .tp_doc = PyDoc_STR("The storage and constructor of kwsniff.kafka.framing.Frame: raw, "
@@ -2549,6 +2544,10 @@ static PyMethodDef methods[] = {
     {"tcp_setup", tcp_setup, METH_VARARGS,
      "tcp_setup(flow_type, direction_type, connection_type, control, ack): bind tcp_feed"},
     {"tcp_feed", (PyCFunction)(void (*)(void))tcp_feed, METH_FASTCALL, tcp_feed_doc},
+    {"conv_setup", conv_setup, METH_VARARGS, conv_setup_doc},
+    {"conv_frames", (PyCFunction)(void (*)(void))conv_frames, METH_FASTCALL, conv_frames_doc},
+    {"conv_taken", conv_taken, METH_NOARGS, conv_taken_doc},
+    {"conv_refresh", conv_refresh, METH_O, conv_refresh_doc},
     {"sink_setup", sink_setup, METH_VARARGS,
      "sink_setup(framer_type, reorderer_type, context_type, summary_type): bind FrameSink"},
     {NULL, NULL, 0, NULL},

@@ -19,6 +19,34 @@ static inline uint64_t be64(const unsigned char *p) {
     return ((uint64_t)rd32(p, 1) << 32) | rd32(p + 4, 1);
 }
 
+/* An object slot at a byte offset (found by bind_classes). */
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* _speedups_tcp.c: one class to bind: the object given, the slots read, where their
+   offsets and the class are kept. bind_classes binds ``count`` of them: the offset of
+   every named slot (a member descriptor of an object slot) is found first; only when
+   all are found are the offsets and classes kept, so a failed call leaves the previous
+   binding whole. 0, or -1 with TypeError. */
+typedef struct {
+    PyObject *given;
+    const char **names;
+    int n;
+    Py_ssize_t *offsets;
+    PyTypeObject **keep;
+} Binding;
+
+#define MAX_BOUND_SLOTS 16
+#define MAX_BOUND_CLASSES 10
+int bind_classes(const Binding *b, int count, const char *who);
+
+/* _speedups.c: kwsniff.kafka.framing.Frame's storage (FrameBase) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *raw, *offset, *frame_first, *frame_last, *ts_first, *ts_last, *missing,
+             *skipped_before, *discarded;
+} FrameObject;
+extern PyTypeObject FrameType;
+
 /* _speedups_decode.c: schema-driven field decoding (kwsniff/kafka/protocol/cprogram.py) */
 PyObject *decode_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char decode_fields_doc[];
@@ -36,6 +64,13 @@ PyObject *msg_setup(PyObject *self, PyObject *args);
 PyObject *defer_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *defer_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char defer_request_doc[], defer_response_doc[];
+
+/* _speedups_conv.c: the paired path of a conversation (kwsniff.kafka.conversation) */
+PyObject *conv_setup(PyObject *self, PyObject *args);
+PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *conv_taken(PyObject *self, PyObject *unused);
+PyObject *conv_refresh(PyObject *self, PyObject *conv);
+extern const char conv_setup_doc[], conv_frames_doc[], conv_taken_doc[], conv_refresh_doc[];
 
 /* _speedups_tcp.c: the in-order fast path of kwsniff.tcp.reassembly */
 PyObject *tcp_setup(PyObject *self, PyObject *args);

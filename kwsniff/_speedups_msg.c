@@ -33,7 +33,6 @@ static Py_ssize_t off_kind, off_raw, off_api_key, off_api_version, off_corr, off
     off_header, off_header_version, off_body_offset, off_deferred;
 static PyObject *s_request, *s_response, *k_api_key, *k_api_version, *k_corr, *k_client_id;
 
-#define SLOT_AT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
 static Py_ssize_t find_offset(PyObject *names, const char *name) {
     for (Py_ssize_t i = 0; i < msg_nslots; i++)
@@ -153,7 +152,7 @@ static PyObject *new_message(void) {
             Py_DECREF(m);
             return NULL;
         }
-        SLOT_AT(m, msg_off[i]) = v;
+        SLOT(m, msg_off[i]) = v;
     }
     return m;
 }
@@ -162,7 +161,7 @@ static PyObject *new_message(void) {
 static int set_slot(PyObject *m, Py_ssize_t off, PyObject *v) {
     if (v == NULL)
         return -1;
-    Py_XSETREF(SLOT_AT(m, off), v);
+    Py_XSETREF(SLOT(m, off), v);
     return 0;
 }
 
@@ -250,7 +249,7 @@ PyObject *defer_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(client);
         return NULL;
     }
-    PyObject *header = SLOT_AT(m, off_header);
+    PyObject *header = SLOT(m, off_header);
     PyObject *k = PyLong_FromLong(key), *v = PyLong_FromLong(version);
     PyObject *c = PyLong_FromLong(corr);
     int bad = k == NULL || v == NULL || c == NULL
@@ -321,7 +320,7 @@ PyObject *defer_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (m == NULL)
         return NULL;
     PyObject *c = PyLong_FromLong((int32_t)rd32(p, 1));
-    int bad = c == NULL || PyDict_SetItem(SLOT_AT(m, off_header), k_corr, c) < 0;
+    int bad = c == NULL || PyDict_SetItem(SLOT(m, off_header), k_corr, c) < 0;
     if (!bad) {
         Py_INCREF(s_response);
         Py_INCREF(raw);

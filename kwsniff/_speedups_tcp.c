@@ -30,27 +30,15 @@ static Py_ssize_t flow_off[F_N], dir_off[D_N], conn_off[C_N];
 static long control_bits, ack_bit;
 static PyObject *no_events;      /* the empty tuple feed returns */
 
-#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
-
-/* One class to bind: the object given, the slots read, where their offsets and the
-   class are kept. */
-typedef struct {
-    PyObject *given;
-    const char **names;
-    int n;
-    Py_ssize_t *offsets;
-    PyTypeObject **keep;
-} Binding;
-
-#define MAX_BOUND_SLOTS 8
-
 /* Bind ``count`` classes: the offset of every named slot (a member descriptor of an
    object slot) is found first; only when all are found are the offsets and classes
    kept, so a failed call leaves the previous binding whole. 0, or -1 with TypeError. */
-static int bind_classes(const Binding *b, int count, const char *who) {
-    Py_ssize_t found[4][MAX_BOUND_SLOTS];
-    if (count > 4)
+int bind_classes(const Binding *b, int count, const char *who) {
+    Py_ssize_t found[MAX_BOUND_CLASSES][MAX_BOUND_SLOTS];
+    if (count > MAX_BOUND_CLASSES) {
+        PyErr_Format(PyExc_TypeError, "%s: too many classes", who);
         return -1;
+    }
     for (int k = 0; k < count; k++) {
         if (!PyType_Check(b[k].given) || b[k].n > MAX_BOUND_SLOTS) {
             PyErr_Format(PyExc_TypeError, "%s: expected classes", who);
