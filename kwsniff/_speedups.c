@@ -1166,7 +1166,7 @@ PyDoc_STRVAR(cut_frames_doc,
 "or an implausible size). None (the caller runs the Python loop) for a type that is not\n"
 "a FrameBase subclass or offsets past 2**62.");
 
-static PyObject *cut_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+PyObject *cut_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 7 || !PyType_Check(args[0])
             || !PyType_IsSubtype((PyTypeObject *)args[0], &FrameType))
         Py_RETURN_NONE;
@@ -2548,6 +2548,7 @@ static PyMethodDef methods[] = {
     {"conv_frames", (PyCFunction)(void (*)(void))conv_frames, METH_FASTCALL, conv_frames_doc},
     {"conv_taken", conv_taken, METH_NOARGS, conv_taken_doc},
     {"conv_refresh", conv_refresh, METH_O, conv_refresh_doc},
+    {"conv_data", (PyCFunction)(void (*)(void))conv_data, METH_FASTCALL, conv_data_doc},
     {"sink_setup", sink_setup, METH_VARARGS,
      "sink_setup(framer_type, reorderer_type, context_type, summary_type): bind FrameSink"},
     {NULL, NULL, 0, NULL},

@@ -46,6 +46,8 @@ typedef struct {
              *skipped_before, *discarded;
 } FrameObject;
 extern PyTypeObject FrameType;
+/* Framer._fast's loop: (frames, pos) or None (see its doc) */
+PyObject *cut_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* _speedups_decode.c: schema-driven field decoding (kwsniff/kafka/protocol/cprogram.py) */
 PyObject *decode_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
@@ -70,7 +72,9 @@ PyObject *conv_setup(PyObject *self, PyObject *args);
 PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *conv_taken(PyObject *self, PyObject *unused);
 PyObject *conv_refresh(PyObject *self, PyObject *conv);
-extern const char conv_setup_doc[], conv_frames_doc[], conv_taken_doc[], conv_refresh_doc[];
+PyObject *conv_data(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char conv_setup_doc[], conv_frames_doc[], conv_taken_doc[], conv_refresh_doc[],
+    conv_data_doc[];
 
 /* _speedups_tcp.c: the in-order fast path of kwsniff.tcp.reassembly */
 PyObject *tcp_setup(PyObject *self, PyObject *args);

@@ -41,7 +41,9 @@ enum { S_CLIENT, S_BROKER, S_FROM_CLIENT, S_FROM_BROKER, S_REQUESTS, S_VERSIONS,
        S_STATUSES, S_N };
 enum { CX_OPTIONS, CX_REORDER, CX_N };
 enum { O_BODIES, O_DEFER, O_N };
-enum { FR_PROBLEMS, FR_FILL_FRAME, FR_HELD, FR_POS, FR_BUF, FR_SEGS, FR_BASE, FR_N };
+enum { FR_PROBLEMS, FR_FILL_FRAME, FR_HELD, FR_POS, FR_BUF, FR_SEGS, FR_BASE, FR_WANT_END,
+       FR_LAST_OFFSET, FR_STATE, FR_PROBATION, FR_MAX_FRAME, FR_PENDING_SKIP, FR_FRAMES_CUT,
+       FR_N };
 enum { M_API_KEY, M_API_VERSION, M_CORR, M_CLIENT_ID, M_BODY, M_BODY_OFFSET, M_FRAME_FIRST,
        M_FRAME_LAST, M_TS_FIRST, M_TS_LAST, M_STREAM_OFFSET, M_N };
 enum { H_PAIRS, H_N };
@@ -56,7 +58,9 @@ static const char *summary_slots[S_N] = {"client", "broker", "bytes_from_client"
 static const char *context_slots[CX_N] = {"options", "reorder"};
 static const char *options_slots[O_N] = {"bodies", "defer_bodies"};
 static const char *framer_slots[FR_N] = {"problems", "_fill_frame", "held", "pos", "buf",
-                                         "segs", "base"};
+                                         "segs", "base", "want_end", "last_offset", "state",
+                                         "probation", "max_frame", "_pending_skip",
+                                         "frames_cut"};
 static const char *message_slots[M_N] = {"api_key", "api_version", "correlation_id",
                                          "client_id", "body", "body_offset", "frame_first",
                                          "frame_last", "ts_first", "ts_last", "stream_offset"};
@@ -77,17 +81,20 @@ static const char *attr_names[A_N] = {
 static PyObject *attr[A_N];
 
 static PyObject *c_kafka07, *c_paired, *c_kafka, *c_acks0, *c_kafka_state;
+static PyObject *frame_class, *quiet, *synced;      /* Frame, framing.QUIET, SYNCED */
 static PyObject *plans_req, *plans_resp, *request_fields;
 static PyObject *m_request, *m_response, *m_legacy, *m_framer_problems, *m_frames,
     *m_note_client_id, *m_add, *s_limit, *s_index, *s_a, *s_b, *one, *m_refresh,
-    *m_open_key, *m_set_open, *m_note, *m_history;
+    *m_open_key, *m_set_open, *m_note, *m_history, *m_data, *m_append;
 /* the class's methods at setup */
-static PyObject *bound_request, *bound_response, *bound_refresh, *bound_open_key;
-static unsigned long long taken[2];                 /* requests, responses taken here */
+static PyObject *bound_request, *bound_response, *bound_refresh, *bound_open_key, *bound_data;
+/* requests and responses conv_frames took, data framer_fast took */
+static unsigned long long taken[3];
 
 const char conv_setup_doc[] =
-    "conv_setup(classes, constants, request_plans, response_plans, request_fields): bind "
-    "conv_frames to kwsniff.kafka.conversation (see the module comment)";
+    "conv_setup(classes, constants, request_plans, response_plans, request_fields, framing): "
+    "bind conv_frames, conv_refresh and conv_data to kwsniff.kafka.conversation (see the "
+    "module comment)";
 
 static int intern_all(void) {
     static const struct { PyObject **where; const char *text; } names[] = {
@@ -96,7 +103,7 @@ static int intern_all(void) {
         {&m_note_client_id, "note_client_id"}, {&m_add, "add"}, {&s_limit, "limit"},
         {&s_index, "index"}, {&s_a, "a"}, {&s_b, "b"}, {&m_refresh, "_refresh"},
         {&m_open_key, "open_key"}, {&m_set_open, "set_open"}, {&m_note, "note"},
-        {&m_history, "history"}};
+        {&m_history, "history"}, {&m_data, "data"}, {&m_append, "append"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*names[i].where == NULL
                 && (*names[i].where = PyUnicode_InternFromString(names[i].text)) == NULL)
@@ -121,10 +128,18 @@ static Py_ssize_t slot_count(PyObject *cls) {
 
 PyObject *conv_setup(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *classes, *consts, *preq, *presp, *rf;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O", &PyTuple_Type, &classes, &PyTuple_Type, &consts,
-                          &PyDict_Type, &preq, &PyDict_Type, &presp, &rf))
+    PyObject *classes, *consts, *preq, *presp, *rf, *framing;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!", &PyTuple_Type, &classes, &PyTuple_Type, &consts,
+                          &PyDict_Type, &preq, &PyDict_Type, &presp, &rf, &PyTuple_Type,
+                          &framing))
         return NULL;
+    if (PyTuple_GET_SIZE(framing) != 3 || !PyType_Check(PyTuple_GET_ITEM(framing, 0))
+            || !PyType_IsSubtype((PyTypeObject *)PyTuple_GET_ITEM(framing, 0), &FrameType)
+            || !PyTuple_CheckExact(PyTuple_GET_ITEM(framing, 1))
+            || !PyLong_CheckExact(PyTuple_GET_ITEM(framing, 2))) {
+        PyErr_SetString(PyExc_TypeError, "conv_setup: framing is (Frame, QUIET, SYNCED)");
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(classes) != CL_N || PyTuple_GET_SIZE(consts) != 5) {
         PyErr_SetString(PyExc_TypeError, "conv_setup: 9 classes and 5 constants");
         return NULL;
@@ -167,7 +182,8 @@ PyObject *conv_setup(PyObject *self, PyObject *args) {
     PyObject *resp = _PyType_Lookup((PyTypeObject *)conv, m_response);
     PyObject *refresh = _PyType_Lookup((PyTypeObject *)conv, m_refresh);
     PyObject *open_key = _PyType_Lookup((PyTypeObject *)conv, m_open_key);
-    if (req == NULL || resp == NULL || refresh == NULL || open_key == NULL) {
+    PyObject *data_m = _PyType_Lookup((PyTypeObject *)conv, m_data);
+    if (req == NULL || resp == NULL || refresh == NULL || open_key == NULL || data_m == NULL) {
         PyErr_SetString(PyExc_TypeError, "conv_setup: no _request/_response/_refresh/open_key");
         return NULL;
     }
@@ -192,6 +208,10 @@ PyObject *conv_setup(PyObject *self, PyObject *args) {
     Py_XSETREF(bound_response, Py_NewRef(resp));
     Py_XSETREF(bound_refresh, Py_NewRef(refresh));
     Py_XSETREF(bound_open_key, Py_NewRef(open_key));
+    Py_XSETREF(bound_data, Py_NewRef(data_m));
+    Py_XSETREF(frame_class, Py_NewRef(PyTuple_GET_ITEM(framing, 0)));
+    Py_XSETREF(quiet, Py_NewRef(PyTuple_GET_ITEM(framing, 1)));
+    Py_XSETREF(synced, Py_NewRef(PyTuple_GET_ITEM(framing, 2)));
     Py_XSETREF(c_kafka07, Py_NewRef(PyTuple_GET_ITEM(consts, 0)));
     Py_XSETREF(c_paired, Py_NewRef(PyTuple_GET_ITEM(consts, 1)));
     Py_XSETREF(c_kafka, Py_NewRef(PyTuple_GET_ITEM(consts, 2)));
@@ -723,20 +743,26 @@ done:
 /* ------------------------------------------------------------------- frames */
 
 const char conv_taken_doc[] =
-    "conv_taken() -> (requests, responses): frames conv_frames took itself (for tests)";
+    "conv_taken() -> (requests, responses, data): frames conv_frames took itself, data "
+    "conv_data's framer path took (for tests)";
 
 PyObject *conv_taken(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    return Py_BuildValue("(KK)", taken[0], taken[1]);
+    return Py_BuildValue("(KKK)", taken[0], taken[1], taken[2]);
 }
 
 const char conv_frames_doc[] =
     "conv_frames(conv, d, frames): Conversation._frames(d, frames) (see the module comment)";
 
+/* obj.name(*args) for at most 7 arguments */
 static PyObject *call_method(PyObject *obj, PyObject *name, PyObject *const *args,
                              Py_ssize_t n) {
-    PyObject *argv[4] = {obj, NULL, NULL, NULL};
+    PyObject *argv[8] = {obj};
+    if (n > 7) {
+        PyErr_SetString(PyExc_SystemError, "call_method: too many arguments");
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < n; i++)
         argv[i + 1] = args[i];
     return PyObject_VectorcallMethod(name, argv, (size_t)(n + 1), NULL);
@@ -1027,4 +1053,217 @@ finish:
     Py_XDECREF(index);
     Py_DECREF(dict);
     return out;
+}
+
+/* -------------------------------------------------------------------- data */
+
+const char conv_data_doc[] =
+    "conv_data(conv, d, offset, data, frame, ts): Conversation.data(d, offset, data, frame, "
+    "ts) (see the module comment)";
+
+/* a Python int in a long long: 0, or -1 (not an int, or too big; no error set) */
+static int as_ll(PyObject *v, long long *out) {
+    if (v == NULL || !PyLong_CheckExact(v))
+        return -1;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
+/* obj.slot = a new int (stolen); 0, or -1 on error */
+static int set_int_slot(PyObject *obj, Py_ssize_t off, long long v) {
+    PyObject *o = PyLong_FromLongLong(v);
+    if (o == NULL)
+        return -1;
+    Py_XSETREF(SLOT(obj, off), o);
+    return 0;
+}
+
+static int append_seg(PyObject *segs, long long start, long long end, PyObject *frame,
+                      PyObject *ts) {
+    PyObject *a = PyLong_FromLongLong(start), *b = PyLong_FromLongLong(end);
+    PyObject *seg = a && b ? PyList_New(4) : NULL;
+    if (seg == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return -1;
+    }
+    PyList_SET_ITEM(seg, 0, a);
+    PyList_SET_ITEM(seg, 1, b);
+    PyList_SET_ITEM(seg, 2, Py_NewRef(frame));
+    PyList_SET_ITEM(seg, 3, Py_NewRef(ts));
+    PyObject *argv[2] = {segs, seg};
+    PyObject *r = PyObject_VectorcallMethod(m_append, argv, 2, NULL);
+    Py_DECREF(seg);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Framer.data's in-order paths: the bytes only extend the partial frame (QUIET), or the
+   framer is SYNCED with nothing buffered outside probation and the frames are cut
+   straight out of ``data`` (Framer._fast) without a loss of synchronisation. *out: a
+   new reference (QUIET or the list of frames); 1 done, 0 declined (nothing changed),
+   -1 error. */
+static int framer_fast(PyObject *fr, PyObject *offset_o, PyObject *data, PyObject *frame,
+                       PyObject *ts, PyObject **out) {
+    if (!IS(fr, CL_FRAMER) || !PyBytes_CheckExact(data))
+        return 0;
+    long long offset, want_end, last_offset, max_frame, pos, cut;
+    PyObject *buf = SLOT(fr, fr_off[FR_BUF]), *segs = SLOT(fr, fr_off[FR_SEGS]);
+    if (as_ll(offset_o, &offset) < 0 || offset < 0 || offset > (1LL << 60)
+            || as_ll(SLOT(fr, fr_off[FR_WANT_END]), &want_end) < 0
+            || as_ll(SLOT(fr, fr_off[FR_LAST_OFFSET]), &last_offset) < 0
+            || buf == NULL || !PyByteArray_CheckExact(buf) || segs == NULL)
+        return 0;
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    long long end = offset + n;
+    if (!(end >= want_end || offset != last_offset || end == offset)) {
+        /* extend: the next bytes, ending before the partial frame does */
+        if (append_seg(segs, offset, end, frame, ts) < 0)
+            return -1;
+        if (set_int_slot(fr, fr_off[FR_LAST_OFFSET], end) < 0)
+            return -1;
+        PyObject *grown = PySequence_InPlaceConcat(buf, data);
+        if (grown == NULL)
+            return -1;
+        Py_XSETREF(SLOT(fr, fr_off[FR_BUF]), grown);
+        *out = Py_NewRef(quiet);
+        return 1;
+    }
+    if (n == 0 || offset != last_offset)
+        return 0;
+    PyObject *state = SLOT(fr, fr_off[FR_STATE]), *probation = SLOT(fr, fr_off[FR_PROBATION]);
+    PyObject *skip = SLOT(fr, fr_off[FR_PENDING_SKIP]);
+    if (state == NULL || probation == NULL || skip == NULL
+            || as_ll(SLOT(fr, fr_off[FR_POS]), &pos) < 0
+            || as_ll(SLOT(fr, fr_off[FR_MAX_FRAME]), &max_frame) < 0)
+        return 0;
+    int t = PyObject_RichCompareBool(state, synced, Py_EQ);
+    if (t != 1 || pos != PyByteArray_GET_SIZE(buf))
+        return t < 0 ? -1 : 0;
+    if ((t = PyObject_IsTrue(probation)) != 0)
+        return t < 0 ? -1 : 0;
+    PyObject *argv[7] = {frame_class, data, offset_o, frame, ts, SLOT(fr, fr_off[FR_MAX_FRAME]),
+                         skip};
+    PyObject *res = cut_frames(NULL, argv, 7);
+    if (res == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (res == Py_None || !PyTuple_CheckExact(res) || PyTuple_GET_SIZE(res) != 2
+            || !PyList_CheckExact(PyTuple_GET_ITEM(res, 0))
+            || as_ll(PyTuple_GET_ITEM(res, 1), &cut) < 0 || cut < 0 || cut > n) {
+        Py_DECREF(res);
+        return 0;
+    }
+    PyObject *frames = PyTuple_GET_ITEM(res, 0);
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(data);
+    long long size = 0;
+    if (n - cut >= 4) {
+        size = (int32_t)rd32(p + cut, 1);
+        if (size < 0 || size > max_frame) {      /* lost synchronisation: Python */
+            Py_DECREF(res);
+            return 0;
+        }
+    }
+    /* ---- the changes data() and _fast() make ---- */
+    Py_INCREF(frames);
+    Py_DECREF(res);
+    Py_ssize_t count = PyList_GET_SIZE(frames);
+    PyObject *cut_n = PyLong_FromSsize_t(count);
+    PyObject *total = cut_n ? PyNumber_Add(SLOT(fr, fr_off[FR_FRAMES_CUT]), cut_n) : NULL;
+    Py_XDECREF(cut_n);
+    if (total == NULL || set_int_slot(fr, fr_off[FR_LAST_OFFSET], end) < 0
+            || set_int_slot(fr, fr_off[FR_WANT_END], 0) < 0
+            || (count > 0 && set_int_slot(fr, fr_off[FR_PENDING_SKIP], 0) < 0))
+        goto fail;
+    Py_XSETREF(SLOT(fr, fr_off[FR_FRAMES_CUT]), total);
+    total = NULL;
+    if (cut < n) {
+        PyObject *rest = PyByteArray_FromStringAndSize((const char *)p + cut, n - cut);
+        if (rest == NULL)
+            goto fail;
+        Py_XSETREF(SLOT(fr, fr_off[FR_BUF]), rest);
+        if (set_int_slot(fr, fr_off[FR_BASE], offset + cut) < 0
+                || set_int_slot(fr, fr_off[FR_POS], 0) < 0
+                || append_seg(segs, offset, end, frame, ts) < 0)
+            goto fail;
+        if (n - cut >= 4 && set_int_slot(fr, fr_off[FR_WANT_END], offset + cut + 4 + size) < 0)
+            goto fail;
+    } else if (set_int_slot(fr, fr_off[FR_BASE], end) < 0) {
+        goto fail;
+    }
+    *out = frames;
+    return 1;
+fail:
+    Py_XDECREF(total);
+    Py_DECREF(frames);
+    return -1;
+}
+
+PyObject *conv_data(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "conv_data(conv, d, offset, data, frame, ts)");
+        return NULL;
+    }
+    PyObject *conv = args[0], *d = args[1];
+    if (types[CL_CONV] == NULL || Py_TYPE(conv) != types[CL_CONV] || !PyLong_CheckExact(d)
+            || _PyType_Lookup(types[CL_CONV], m_data) != bound_data)
+        return call_method(conv, m_data, args + 1, 5);
+    long dv = PyLong_AsLong(d);
+    if (dv != 0 && dv != 1) {
+        PyErr_Clear();
+        return call_method(conv, m_data, args + 1, 5);
+    }
+    PyObject *dict = PyObject_GenericGetDict(conv, NULL);
+    if (dict == NULL)
+        return NULL;
+    PyObject *state = get(dict, A_STATE), *framers = get(dict, A_FRAMERS);
+    int kafka = state == NULL ? 0 : PyObject_RichCompareBool(state, c_kafka_state, Py_EQ);
+    if (kafka < 0) {
+        Py_DECREF(dict);
+        return NULL;
+    }
+    if (!kafka || framers == NULL || !PyTuple_CheckExact(framers)
+            || PyTuple_GET_SIZE(framers) != 2) {
+        Py_DECREF(dict);
+        PyErr_Clear();
+        return call_method(conv, m_data, args + 1, 5);
+    }
+    PyObject *fr = Py_NewRef(PyTuple_GET_ITEM(framers, dv));
+    Py_DECREF(dict);
+    PyObject *frames = NULL;
+    int r = framer_fast(fr, args[2], args[3], args[4], args[5], &frames);
+    if (r == 0)
+        frames = call_method(fr, m_data, args + 2, 4);
+    else if (r == 1)
+        taken[2]++;
+    Py_DECREF(fr);
+    if (r < 0 || frames == NULL)
+        return NULL;
+    /* a partial frame grew: nothing to pair or release */
+    if (frames == quiet) {
+        Py_DECREF(frames);
+        Py_RETURN_NONE;
+    }
+    int some = PyObject_IsTrue(frames);
+    PyObject *res = NULL;
+    if (some > 0) {
+        PyObject *argv[3] = {conv, d, frames};
+        res = conv_frames(NULL, argv, 3);
+        if (res == NULL)
+            some = -1;
+        Py_XDECREF(res);
+    }
+    Py_DECREF(frames);
+    if (some < 0)
+        return NULL;
+    return conv_refresh(NULL, conv);
 }

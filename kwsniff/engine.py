@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator
 
 from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka.conn_summary import ConnectionSummary
+from kwsniff.kafka import conversation as _conversation
 from kwsniff.kafka.conversation import KAFKA, KAFKA07, OTHER, TLS, Context, Conversation, Options
 from kwsniff.kafka.framing import Framer
 from kwsniff.kafka.model import STATUSES, Exchange
@@ -188,7 +189,10 @@ class Engine:
             conv = self.convs.get(ev.conn.index)
             if conv is None:
                 return []
-            conv.data(ev.direction, ev.offset, ev.data, ev.frame, ev.ts)
+            if _CONV_DATA is not None:      # (the accelerator's Conversation.data)
+                _CONV_DATA(conv, ev.direction, ev.offset, ev.data, ev.frame, ev.ts)
+            else:
+                conv.data(ev.direction, ev.offset, ev.data, ev.frame, ev.ts)
             ts = ev.ts
             if conv.state != KAFKA and conv.state != KAFKA07:
                 self._settled(conv)
@@ -342,6 +346,8 @@ def _bind_frame_sink() -> Any:
 
 
 _FRAME_SINK = _bind_frame_sink()
+#: the accelerator's Conversation.data (None: the method)
+_CONV_DATA = _conversation._DATA_C
 
 
 def iter_exchanges(source: Iterable[tuple], options: EngineOptions | None = None, *,
