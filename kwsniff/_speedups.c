@@ -2549,6 +2549,8 @@ static PyMethodDef methods[] = {
     {"conv_taken", conv_taken, METH_NOARGS, conv_taken_doc},
     {"conv_refresh", conv_refresh, METH_O, conv_refresh_doc},
     {"conv_data", (PyCFunction)(void (*)(void))conv_data, METH_FASTCALL, conv_data_doc},
+    {"engine_setup", engine_setup, METH_VARARGS, engine_setup_doc},
+    {"engine_data", (PyCFunction)(void (*)(void))engine_data, METH_FASTCALL, engine_data_doc},
     {"sink_setup", sink_setup, METH_VARARGS,
      "sink_setup(framer_type, reorderer_type, context_type, summary_type): bind FrameSink"},
     {NULL, NULL, 0, NULL},

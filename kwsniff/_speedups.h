@@ -76,6 +76,11 @@ PyObject *conv_data(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char conv_setup_doc[], conv_frames_doc[], conv_taken_doc[], conv_refresh_doc[],
     conv_data_doc[];
 
+/* _speedups_engine.c: the engine's handling of stream bytes (kwsniff.engine) */
+PyObject *engine_setup(PyObject *self, PyObject *args);
+PyObject *engine_data(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char engine_setup_doc[], engine_data_doc[];
+
 /* _speedups_tcp.c: the in-order fast path of kwsniff.tcp.reassembly */
 PyObject *tcp_setup(PyObject *self, PyObject *args);
 PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

@@ -143,11 +143,13 @@ class Engine:
         tcp = TcpEventStream(source, self.options.tcp)
         self._tcp = tcp
         feed = self._feed
+        # the accelerator's _feed for stream bytes (it hands other events to _feed)
+        fast = _ENGINE_DATA if _CONV_DATA is not None else None
         summary = self.summary
         for ev in tcp:
             # (feed_event, inlined: one call less per packet)
             try:
-                out = feed(ev)
+                out = fast(self, ev) if fast is not None else feed(ev)
             except Exception as err:  # noqa: BLE001 - last line of defence
                 out = self._contain(ev, err)
             if out:
@@ -348,6 +350,23 @@ def _bind_frame_sink() -> Any:
 _FRAME_SINK = _bind_frame_sink()
 #: the accelerator's Conversation.data (None: the method)
 _CONV_DATA = _conversation._DATA_C
+
+
+def _bind_engine_data() -> Any:
+    """The accelerator's copy of :meth:`Engine._feed` for ``StreamData`` events
+    (``engine_data(engine, event)``, with ``conv_data``), bound to the classes whose
+    slots it reads; None without the accelerator or when it cannot bind them."""
+    setup = getattr(_speedups, "engine_setup", None) if _speedups is not None else None
+    if setup is None or _CONV_DATA is None:
+        return None
+    try:
+        setup(Engine, StreamData, RunSummary, Context, (KAFKA, KAFKA07, SWEEP_INTERVAL))
+    except (TypeError, AttributeError):
+        return None
+    return _speedups.engine_data
+
+
+_ENGINE_DATA = _bind_engine_data()
 
 
 def iter_exchanges(source: Iterable[tuple], options: EngineOptions | None = None, *,

@@ -1,6 +1,7 @@
 """The accelerator's conversation paths (``_speedups.conv_frames`` / ``conv_refresh`` /
-``conv_data``, kwsniff/_speedups_conv.c) against the Python methods they copy
-(``Conversation._frames`` / ``_refresh`` / ``data`` with ``Framer.data``): on every sample capture, and on damaged,
+``conv_data``, kwsniff/_speedups_conv.c, and ``engine_data``, kwsniff/_speedups_engine.c)
+against the Python methods they copy (``Conversation._frames`` / ``_refresh`` / ``data``
+with ``Framer.data``, ``Engine._feed``): on every sample capture, and on damaged,
 cut, reordered and duplicated packets of them, the engine gives the same exchanges (every
 slot of every exchange and message, in the same order), the same run counters and the
 same connection summaries, with bodies deferred (where C takes frames) and without."""
@@ -185,3 +186,20 @@ def test_a_patched_method_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     requests = sum(1 for ex in exchanges if ex[7] is not None)
     assert calls["_request"] >= requests and calls["_response"] > 0 and calls["_refresh"] > 0
     assert calls["data"] > 0
+
+
+def test_a_patched_engine_feed_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """engine_data hands every event to a patched Engine._feed."""
+    seen: list[str] = []
+    original = engine_module.Engine._feed
+
+    def wrapper(self: Any, ev: Any) -> Any:
+        seen.append(type(ev).__name__)
+        return original(self, ev)
+
+    monkeypatch.setattr(engine_module.Engine, "_feed", wrapper)
+    packets = _packets(ROOT / "pcaps" / "rdkafka-acks.pcap")
+    fast = _run(packets, True, True)
+    assert "StreamData" in seen and "ConnectionOpened" in seen
+    monkeypatch.undo()
+    assert fast == _run(packets, False, True)
