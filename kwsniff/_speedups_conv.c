@@ -388,7 +388,13 @@ static int note_pair(PyObject *dict, PyObject *ctx, PyObject *s, PyObject *histo
             Py_DECREF(ck);
             return -1;
         }
-        Py_SETREF(ck, Py_NewRef(t ? cid : SLOT(s, s_off[S_CLIENT])));
+        PyObject *chosen = t ? cid : SLOT(s, s_off[S_CLIENT]);
+        if (chosen == NULL) {
+            Py_DECREF(ck);
+            PyErr_SetString(PyExc_AttributeError, "conv_frames: an unset summary client");
+            return -1;
+        }
+        Py_SETREF(ck, Py_NewRef(chosen));
         if (PyDict_SetItem(dict, attr[A_CLIENT_KEY], ck) < 0) {
             Py_DECREF(ck);
             return -1;
@@ -794,6 +800,7 @@ PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (client_dir == NULL || state == NULL || s == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_AttributeError, "conv_frames: a conversation attribute is unset");
+        s = NULL;                   /* (borrowed: not released below) */
         goto finish;
     }
     Py_INCREF(s);
@@ -808,9 +815,14 @@ PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         PyObject *f = Py_NewRef(PyList_GET_ITEM(frames, i));
         int r = 0;
         /* n = len(f.raw) + 4 */
-        PyObject *raw = PyObject_GetAttrString(f, "raw");
-        Py_ssize_t n = raw == NULL ? -1 : PyObject_Size(raw);
-        Py_XDECREF(raw);
+        Py_ssize_t n;
+        if (PyObject_TypeCheck(f, &FrameType) && ((FrameObject *)f)->raw != NULL) {
+            n = PyObject_Size(((FrameObject *)f)->raw);
+        } else {
+            PyObject *raw = PyObject_GetAttrString(f, "raw");
+            n = raw == NULL ? -1 : PyObject_Size(raw);
+            Py_XDECREF(raw);
+        }
         PyObject *size = n < 0 ? NULL : PyLong_FromSsize_t(n + 4);
         if (size == NULL)
             r = -1;
