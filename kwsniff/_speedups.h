@@ -35,7 +35,7 @@ typedef struct {
     PyTypeObject **keep;
 } Binding;
 
-#define MAX_BOUND_SLOTS 16
+#define MAX_BOUND_SLOTS 24
 #define MAX_BOUND_CLASSES 10
 int bind_classes(const Binding *b, int count, const char *who);
 

@@ -23,7 +23,8 @@ these two cases itself:
 
 Every other frame goes to the Python method (_request, _response or _legacy), and so
 does every frame of a conversation that is not exactly a bound Conversation, or whose
-class's _request/_response are not those bound (a subclass, a test's patch). Every
+class's data, _request, _response, _refresh or open_key are not those bound (a
+subclass, a test's patch). Every
 check is made before the first change. The framer's problems are reported by the
 Python _framer_problems when there are some. */
 
@@ -70,7 +71,7 @@ static PyTypeObject *types[CL_N];
 static Py_ssize_t p_off[P_N], x_off[X_N], s_off[S_N], cx_off[CX_N], o_off[O_N], fr_off[FR_N],
     m_off[M_N], h_off[H_N];
 
-/* the conversation's instance attributes read or written here */
+/* the conversation's slots read or written here */
 enum { A_SASL_RAW, A_FIFO, A_CTX, A_SUMMARY, A_CONN, A_LAST_CLIENT_ID, A_LAST_PAIR,
        A_HISTORY, A_LAST_REQ_CORR, A_CORR_HI, A_ORPHANS, A_PENDING, A_LAST_RESP_CORR,
        A_CLIENT_DIR, A_STATE, A_FRAMERS, A_UNORDERED_PARTIAL, A_CLIENT_KEY, A_N };
@@ -79,6 +80,7 @@ static const char *attr_names[A_N] = {
     "last_req_corr", "corr_hi", "orphans", "pending", "last_resp_corr", "client_dir",
     "state", "framers", "unordered_partial", "client_key"};
 static PyObject *attr[A_N];
+static Py_ssize_t conv_off[A_N];
 
 static PyObject *c_kafka07, *c_paired, *c_kafka, *c_acks0, *c_kafka_state;
 static PyObject *frame_class, *quiet, *synced;      /* Frame, framing.QUIET, SYNCED */
@@ -88,6 +90,7 @@ static PyObject *m_request, *m_response, *m_legacy, *m_framer_problems, *m_frame
     *m_open_key, *m_set_open, *m_note, *m_history, *m_data, *m_append;
 /* the class's methods at setup */
 static PyObject *bound_request, *bound_response, *bound_refresh, *bound_open_key, *bound_data;
+static unsigned int methods_version;      /* (see methods_bound) */
 /* requests and responses conv_frames took, data framer_fast took */
 static unsigned long long taken[3];
 
@@ -156,19 +159,6 @@ PyObject *conv_setup(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "conv_setup: expected classes");
         return NULL;
     }
-    /* the conversation's attributes live in its instance dict: no class attribute may
-       be a data descriptor (it would take precedence over the dict) */
-    for (int i = 0; i < A_N; i++) {
-        PyObject *d = _PyType_Lookup((PyTypeObject *)conv, attr[i]);
-        if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) {
-            PyErr_Format(PyExc_TypeError, "conv_setup: %s is a descriptor", attr_names[i]);
-            return NULL;
-        }
-    }
-    if (((PyTypeObject *)conv)->tp_dictoffset == 0) {
-        PyErr_SetString(PyExc_TypeError, "conv_setup: the conversation has no instance dict");
-        return NULL;
-    }
     /* every slot of a Pending and an Exchange is set here */
     Py_ssize_t np = slot_count(PyTuple_GET_ITEM(classes, CL_PENDING));
     Py_ssize_t nx = slot_count(PyTuple_GET_ITEM(classes, CL_EXCHANGE));
@@ -187,9 +177,8 @@ PyObject *conv_setup(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "conv_setup: no _request/_response/_refresh/open_key");
         return NULL;
     }
-    PyTypeObject *keep_conv = NULL;
     const Binding b[CL_N] = {
-        {conv, NULL, 0, NULL, &keep_conv},
+        {conv, attr_names, A_N, conv_off, &types[CL_CONV]},
         {PyTuple_GET_ITEM(classes, CL_PENDING), pending_slots, P_N, p_off, &types[CL_PENDING]},
         {PyTuple_GET_ITEM(classes, CL_EXCHANGE), exchange_slots, X_N, x_off,
          &types[CL_EXCHANGE]},
@@ -203,12 +192,12 @@ PyObject *conv_setup(PyObject *self, PyObject *args) {
     };
     if (bind_classes(b, CL_N, "conv_setup") < 0)
         return NULL;
-    Py_XSETREF(types[CL_CONV], keep_conv);
     Py_XSETREF(bound_request, Py_NewRef(req));
     Py_XSETREF(bound_response, Py_NewRef(resp));
     Py_XSETREF(bound_refresh, Py_NewRef(refresh));
     Py_XSETREF(bound_open_key, Py_NewRef(open_key));
     Py_XSETREF(bound_data, Py_NewRef(data_m));
+    methods_version = 0;
     Py_XSETREF(frame_class, Py_NewRef(PyTuple_GET_ITEM(framing, 0)));
     Py_XSETREF(quiet, Py_NewRef(PyTuple_GET_ITEM(framing, 1)));
     Py_XSETREF(synced, Py_NewRef(PyTuple_GET_ITEM(framing, 2)));
@@ -225,6 +214,25 @@ PyObject *conv_setup(PyObject *self, PyObject *args) {
 
 /* ------------------------------------------------------------------ helpers */
 
+/* The bound Conversation's data, _request, _response, _refresh and open_key are still
+   those conv_setup found (no patch on it or a base class since): 1 or 0. The answer is
+   kept for the class's version tag, which any change of the class or a base renews. */
+static int methods_bound(void) {
+    PyTypeObject *t = types[CL_CONV];
+    if (t == NULL)
+        return 0;
+    if (methods_version != 0 && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
+            && t->tp_version_tag == methods_version)
+        return 1;
+    int ok = _PyType_Lookup(t, m_request) == bound_request
+        && _PyType_Lookup(t, m_response) == bound_response
+        && _PyType_Lookup(t, m_refresh) == bound_refresh
+        && _PyType_Lookup(t, m_open_key) == bound_open_key
+        && _PyType_Lookup(t, m_data) == bound_data;
+    methods_version = ok && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? t->tp_version_tag : 0;
+    return ok;
+}
+
 /* 1 when ``v`` is the int 0, 0 when it is another value. */
 static inline int is_zero(PyObject *v) {
     if (v == NULL || !PyLong_CheckExact(v))
@@ -234,10 +242,15 @@ static inline int is_zero(PyObject *v) {
     return !overflow && x == 0;
 }
 
-/* The attribute of the conversation's dict (borrowed); NULL: absent (no error) or an
-   error (set). */
-static inline PyObject *get(PyObject *dict, int a) {
-    return PyDict_GetItemWithError(dict, attr[a]);
+/* A slot of the conversation (borrowed); NULL when unset (no error is set). */
+static inline PyObject *get(PyObject *conv, int a) {
+    return SLOT(conv, conv_off[a]);
+}
+
+/* conv.<slot> = v; 0 (kept the -1-on-error shape of the other setters) */
+static inline int put(PyObject *conv, int a, PyObject *v) {
+    Py_XSETREF(SLOT(conv, conv_off[a]), Py_NewRef(v));
+    return 0;
 }
 
 /* Truth of a borrowed value: 1, 0, -1 on error; a missing value (NULL without error)
@@ -255,7 +268,7 @@ static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *v) {
     Py_XSETREF(SLOT(obj, off), Py_NewRef(v));
 }
 
-/* d[key] = d.get(key, 0) + 1 for a dict; 0 or -1. */
+/* d[key] = d.get(key, 0) + 1 for a conv; 0 or -1. */
 static int count_in(PyObject *d, PyObject *key) {
     PyObject *old = PyDict_GetItemWithError(d, key);
     if (old == NULL && PyErr_Occurred())
@@ -349,13 +362,13 @@ static int deferring(PyObject *ctx) {
 
 /* No SASL token or 0.7 pairing under way: fifo empty (and, for requests, sasl_raw
    false); 1, 0, -1. */
-static int no_fifo(PyObject *dict, int request) {
-    int t = truth(get(dict, A_FIFO));
+static int no_fifo(PyObject *conv, int request) {
+    int t = truth(get(conv, A_FIFO));
     if (t != 0)
         return t < 0 ? -1 : 0;
     if (!request)
         return 1;
-    t = truth(get(dict, A_SASL_RAW));
+    t = truth(get(conv, A_SASL_RAW));
     return t < 0 ? -1 : t == 0;
 }
 
@@ -364,14 +377,14 @@ static int no_fifo(PyObject *dict, int request) {
 /* A request of another (api key, version) than the conversation's last: what _request
    does then (last_pair, the conversation's and the client's histories, client_key).
    0 or -1. */
-static int note_pair(PyObject *dict, PyObject *ctx, PyObject *s, PyObject *history,
+static int note_pair(PyObject *conv, PyObject *ctx, PyObject *s, PyObject *history,
                      PyObject *pairs, PyObject *api_key, PyObject *ver, PyObject *cid,
                      PyObject *client_key) {
     PyObject *pair = PyTuple_Pack(2, api_key, ver);
     if (pair == NULL)
         return -1;
     int known = PyDict_Contains(pairs, pair);
-    int r = known < 0 || PyDict_SetItem(dict, attr[A_LAST_PAIR], pair) < 0 ? -1 : 0;
+    int r = known < 0 || put(conv, A_LAST_PAIR, pair) < 0 ? -1 : 0;
     Py_DECREF(pair);
     if (r < 0)
         return -1;
@@ -395,7 +408,7 @@ static int note_pair(PyObject *dict, PyObject *ctx, PyObject *s, PyObject *histo
             return -1;
         }
         Py_SETREF(ck, Py_NewRef(chosen));
-        if (PyDict_SetItem(dict, attr[A_CLIENT_KEY], ck) < 0) {
+        if (put(conv, A_CLIENT_KEY, ck) < 0) {
             Py_DECREF(ck);
             return -1;
         }
@@ -421,13 +434,13 @@ static int note_pair(PyObject *dict, PyObject *ctx, PyObject *s, PyObject *histo
 
 /* Conversation._request's paired-to-be path: 1 taken, 0 declined (nothing changed),
    -1 error. */
-static int fast_request(PyObject *conv, PyObject *dict, FrameObject *f, PyObject *d) {
+static int fast_request(PyObject *conv, FrameObject *f, PyObject *d) {
     if (!plain_frame(f))
         return 0;
-    int t = no_fifo(dict, 1);
+    int t = no_fifo(conv, 1);
     if (t != 1)
         return t;
-    PyObject *ctx = get(dict, A_CTX);
+    PyObject *ctx = get(conv, A_CTX);
     if ((t = deferring(ctx)) != 1)
         return t;
     PyObject *raw = f->raw;
@@ -458,10 +471,10 @@ static int fast_request(PyObject *conv, PyObject *dict, FrameObject *f, PyObject
     long k = PyLong_AsLong(api_key), v = PyLong_AsLong(ver);
     if (k == 17 && v == 0)          /* SaslHandshake v0 (never deferred) */
         goto done;
-    PyObject *s = get(dict, A_SUMMARY), *conn = get(dict, A_CONN);
-    PyObject *last_pair = get(dict, A_LAST_PAIR), *history = get(dict, A_HISTORY);
-    PyObject *pending = get(dict, A_PENDING), *last_cid = get(dict, A_LAST_CLIENT_ID);
-    PyObject *corr_hi = get(dict, A_CORR_HI);
+    PyObject *s = get(conv, A_SUMMARY), *conn = get(conv, A_CONN);
+    PyObject *last_pair = get(conv, A_LAST_PAIR), *history = get(conv, A_HISTORY);
+    PyObject *pending = get(conv, A_PENDING), *last_cid = get(conv, A_LAST_CLIENT_ID);
+    PyObject *corr_hi = get(conv, A_CORR_HI);
     if (PyErr_Occurred())
         goto error;
     if (!IS(s, CL_SUMMARY) || conn == NULL || !IS(history, CL_HISTORY) || last_cid == NULL
@@ -481,12 +494,12 @@ static int fast_request(PyObject *conv, PyObject *dict, FrameObject *f, PyObject
         && PyLong_AsLong(PyTuple_GET_ITEM(last_pair, 1)) == v;
     if (PyErr_Occurred())
         goto error;
-    PyObject *client_key = get(dict, A_CLIENT_KEY);
+    PyObject *client_key = get(conv, A_CLIENT_KEY);
     if (client_key == NULL)
         goto check_err;
     if (same_pair && (t = PyDict_Contains(pairs, last_pair)) != 1)
         goto check;
-    if ((t = truth(get(dict, A_ORPHANS))) != 0)
+    if ((t = truth(get(conv, A_ORPHANS))) != 0)
         goto check;
     if ((t = PyDict_Contains(pending, corr)) != 0)
         goto check;
@@ -551,7 +564,7 @@ static int fast_request(PyObject *conv, PyObject *dict, FrameObject *f, PyObject
     if (t < 0)
         goto error;
     if (t) {
-        if (PyDict_SetItem(dict, attr[A_LAST_CLIENT_ID], cid) < 0)
+        if (put(conv, A_LAST_CLIENT_ID, cid) < 0)
             goto error;
         PyObject *r = PyObject_CallMethodOneArg(s, m_note_client_id, cid);
         if (r == NULL)
@@ -569,13 +582,13 @@ static int fast_request(PyObject *conv, PyObject *dict, FrameObject *f, PyObject
         Py_DECREF(n);
         if (t < 0)
             goto error;
-    } else if (note_pair(dict, ctx, s, history, pairs, api_key, ver, cid, client_key) < 0) {
+    } else if (note_pair(conv, ctx, s, history, pairs, api_key, ver, cid, client_key) < 0) {
         goto error;
     }
-    if (PyDict_SetItem(dict, attr[A_LAST_REQ_CORR], corr) < 0)
+    if (put(conv, A_LAST_REQ_CORR, corr) < 0)
         goto error;
     t = corr_hi == Py_None ? 1 : PyObject_RichCompareBool(corr, corr_hi, Py_GT);
-    if (t < 0 || (t && PyDict_SetItem(dict, attr[A_CORR_HI], corr) < 0))
+    if (t < 0 || (t && put(conv, A_CORR_HI, corr) < 0))
         goto error;
     PyObject *vals[P_N] = {key, msg, corr, Py_False, NULL, conv, kind, Py_False};
     PyObject *zero = PyLong_FromLong(0);
@@ -624,16 +637,16 @@ static PyObject *end_of(PyObject *s, int slot, PyObject *conn, PyObject *name) {
 }
 
 /* Conversation._response's paired path: 1 taken, 0 declined (nothing changed), -1. */
-static int fast_response(PyObject *dict, FrameObject *f) {
+static int fast_response(PyObject *conv, FrameObject *f) {
     if (!plain_frame(f))
         return 0;
     PyObject *raw = f->raw;
     if (PyBytes_GET_SIZE(raw) < 4)
         return 0;
-    int t = no_fifo(dict, 0);
+    int t = no_fifo(conv, 0);
     if (t != 1)
         return t;
-    PyObject *pending = get(dict, A_PENDING);
+    PyObject *pending = get(conv, A_PENDING);
     if (pending == NULL || !PyDict_CheckExact(pending))
         return PyErr_Occurred() ? -1 : 0;
     const unsigned char *head = (const unsigned char *)PyBytes_AS_STRING(raw);
@@ -662,10 +675,10 @@ static int fast_response(PyObject *dict, FrameObject *f) {
     PyObject *api_key = SLOT(req, m_off[M_API_KEY]), *ver = SLOT(req, m_off[M_API_VERSION]);
     if (api_key == NULL || ver == NULL || !PyLong_CheckExact(api_key) || !PyLong_CheckExact(ver))
         goto done;
-    PyObject *ctx = get(dict, A_CTX);
+    PyObject *ctx = get(conv, A_CTX);
     if ((t = deferring(ctx)) != 1)
         goto check;
-    PyObject *s = get(dict, A_SUMMARY), *conn = get(dict, A_CONN);
+    PyObject *s = get(conv, A_SUMMARY), *conn = get(conv, A_CONN);
     if (PyErr_Occurred())
         goto error;
     if (!IS(s, CL_SUMMARY) || conn == NULL)
@@ -713,7 +726,7 @@ static int fast_response(PyObject *dict, FrameObject *f) {
     for (int i = 0; i < X_N; i++)
         SLOT(ex, x_off[i]) = Py_NewRef(vals[i]);
     Py_DECREF(stream);
-    if (PyDict_SetItem(dict, attr[A_LAST_RESP_CORR], corr) < 0
+    if (put(conv, A_LAST_RESP_CORR, corr) < 0
             || PyDict_DelItem(pending, corr) < 0)
         goto error;
     set_slot(p, p_off[P_DONE], Py_True);
@@ -782,21 +795,16 @@ PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     }
     PyObject *conv = args[0], *d = args[1], *frames = args[2];
     if (types[CL_CONV] == NULL || Py_TYPE(conv) != types[CL_CONV] || !PyList_CheckExact(frames)
-            || !PyLong_CheckExact(d)
-            || _PyType_Lookup(types[CL_CONV], m_request) != bound_request
-            || _PyType_Lookup(types[CL_CONV], m_response) != bound_response)
+            || !PyLong_CheckExact(d) || !methods_bound())
         return call_method(conv, m_frames, args + 1, 2);
     long dv = PyLong_AsLong(d);
     if (dv != 0 && dv != 1) {
         PyErr_Clear();
         return call_method(conv, m_frames, args + 1, 2);
     }
-    PyObject *dict = PyObject_GenericGetDict(conv, NULL);
-    if (dict == NULL)
-        return NULL;
     PyObject *out = NULL, *client = NULL, *s = NULL;
-    PyObject *client_dir = get(dict, A_CLIENT_DIR), *state = get(dict, A_STATE);
-    s = get(dict, A_SUMMARY);
+    PyObject *client_dir = get(conv, A_CLIENT_DIR), *state = get(conv, A_STATE);
+    s = get(conv, A_SUMMARY);
     if (client_dir == NULL || state == NULL || s == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_AttributeError, "conv_frames: a conversation attribute is unset");
@@ -840,8 +848,8 @@ PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         }
         Py_XDECREF(size);
         if (r == 0 && !legacy && PyObject_TypeCheck(f, &FrameType)) {
-            r = is_client ? fast_request(conv, dict, (FrameObject *)f, d)
-                          : fast_response(dict, (FrameObject *)f);
+            r = is_client ? fast_request(conv, (FrameObject *)f, d)
+                          : fast_response(conv, (FrameObject *)f);
             if (r == 1)
                 taken[is_client ? 0 : 1]++;
         }
@@ -862,7 +870,7 @@ PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             goto finish;
     }
     /* _framer_problems(d) when the framer has some */
-    PyObject *framers = get(dict, A_FRAMERS);
+    PyObject *framers = get(conv, A_FRAMERS);
     PyObject *fr = framers != NULL && PyTuple_CheckExact(framers) && PyTuple_GET_SIZE(framers) == 2
         ? PyTuple_GET_ITEM(framers, dv) : NULL;
     if (PyErr_Occurred())
@@ -882,7 +890,6 @@ PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 finish:
     Py_XDECREF(client);
     Py_XDECREF(s);
-    Py_DECREF(dict);
     return out;
 }
 
@@ -981,24 +988,19 @@ static int framer_open(PyObject *fr, PyObject **frame, PyObject **offset, PyObje
 
 PyObject *conv_refresh(PyObject *self, PyObject *conv) {
     (void)self;
-    if (types[CL_CONV] == NULL || Py_TYPE(conv) != types[CL_CONV]
-            || _PyType_Lookup(types[CL_CONV], m_refresh) != bound_refresh
-            || _PyType_Lookup(types[CL_CONV], m_open_key) != bound_open_key)
+    if (types[CL_CONV] == NULL || Py_TYPE(conv) != types[CL_CONV] || !methods_bound())
         return PyObject_CallMethodNoArgs(conv, m_refresh);
-    PyObject *dict = PyObject_GenericGetDict(conv, NULL);
-    if (dict == NULL)
-        return NULL;
     PyObject *out = NULL, *best = NULL, *index = NULL;
-    int t = truth(get(dict, A_UNORDERED_PARTIAL));
+    int t = truth(get(conv, A_UNORDERED_PARTIAL));
     if (t == 0)
-        t = truth(get(dict, A_FIFO));
+        t = truth(get(conv, A_FIFO));
     if (t == 0)
-        t = truth(get(dict, A_ORPHANS));
+        t = truth(get(conv, A_ORPHANS));
     if (t != 0)
         goto python;
-    PyObject *state = get(dict, A_STATE), *pending = get(dict, A_PENDING);
-    PyObject *framers = get(dict, A_FRAMERS), *conn = get(dict, A_CONN);
-    PyObject *ctx = get(dict, A_CTX);
+    PyObject *state = get(conv, A_STATE), *pending = get(conv, A_PENDING);
+    PyObject *framers = get(conv, A_FRAMERS), *conn = get(conv, A_CONN);
+    PyObject *ctx = get(conv, A_CTX);
     if (PyErr_Occurred())
         goto finish;
     if (state == NULL || pending == NULL || !PyDict_CheckExact(pending) || framers == NULL
@@ -1063,7 +1065,6 @@ python:
 finish:
     Py_XDECREF(best);
     Py_XDECREF(index);
-    Py_DECREF(dict);
     return out;
 }
 
@@ -1227,30 +1228,24 @@ PyObject *conv_data(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     }
     PyObject *conv = args[0], *d = args[1];
     if (types[CL_CONV] == NULL || Py_TYPE(conv) != types[CL_CONV] || !PyLong_CheckExact(d)
-            || _PyType_Lookup(types[CL_CONV], m_data) != bound_data)
+            || !methods_bound())
         return call_method(conv, m_data, args + 1, 5);
     long dv = PyLong_AsLong(d);
     if (dv != 0 && dv != 1) {
         PyErr_Clear();
         return call_method(conv, m_data, args + 1, 5);
     }
-    PyObject *dict = PyObject_GenericGetDict(conv, NULL);
-    if (dict == NULL)
-        return NULL;
-    PyObject *state = get(dict, A_STATE), *framers = get(dict, A_FRAMERS);
+    PyObject *state = get(conv, A_STATE), *framers = get(conv, A_FRAMERS);
     int kafka = state == NULL ? 0 : PyObject_RichCompareBool(state, c_kafka_state, Py_EQ);
     if (kafka < 0) {
-        Py_DECREF(dict);
         return NULL;
     }
     if (!kafka || framers == NULL || !PyTuple_CheckExact(framers)
             || PyTuple_GET_SIZE(framers) != 2) {
-        Py_DECREF(dict);
         PyErr_Clear();
         return call_method(conv, m_data, args + 1, 5);
     }
     PyObject *fr = Py_NewRef(PyTuple_GET_ITEM(framers, dv));
-    Py_DECREF(dict);
     PyObject *frames = NULL;
     int r = framer_fast(fr, args[2], args[3], args[4], args[5], &frames);
     if (r == 0)

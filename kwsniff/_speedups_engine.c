@@ -34,6 +34,7 @@ static const char *e_names[E_N] = {"convs", "ctx", "summary", "_next_sweep"};
 static PyObject *e_attr[E_N];
 static PyObject *s_state, *s_index, *m_feed, *m_settled, *m_sweep, *m_release;
 static PyObject *c_kafka, *c_kafka07, *sweep_interval, *bound_feed;
+static unsigned int feed_version;
 
 const char engine_setup_doc[] =
     "engine_setup(engine_type, event_type, summary_type, context_type, constants): bind "
@@ -88,6 +89,7 @@ PyObject *engine_setup(PyObject *self, PyObject *args) {
         return NULL;
     Py_XSETREF(engine_type, keep_engine);
     Py_XSETREF(bound_feed, Py_NewRef(feed));
+    feed_version = 0;
     Py_XSETREF(c_kafka, Py_NewRef(PyTuple_GET_ITEM(consts, 0)));
     Py_XSETREF(c_kafka07, Py_NewRef(PyTuple_GET_ITEM(consts, 1)));
     Py_XSETREF(sweep_interval, Py_NewRef(PyTuple_GET_ITEM(consts, 2)));
@@ -128,8 +130,15 @@ PyObject *engine_data(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         return NULL;
     }
     PyObject *engine = args[0], *ev = args[1];
-    if (engine_type == NULL || Py_TYPE(engine) != engine_type || Py_TYPE(ev) != event_type
-            || _PyType_Lookup(engine_type, m_feed) != bound_feed) {
+    int bound = engine_type != NULL && Py_TYPE(engine) == engine_type;
+    if (bound && !(feed_version != 0 && (engine_type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
+                   && engine_type->tp_version_tag == feed_version)) {
+        /* Engine._feed as bound (no patch since), kept for the class's version tag */
+        bound = _PyType_Lookup(engine_type, m_feed) == bound_feed;
+        feed_version = bound && (engine_type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
+            ? engine_type->tp_version_tag : 0;
+    }
+    if (!bound || Py_TYPE(ev) != event_type) {
         PyObject *argv[2] = {engine, ev};
         return PyObject_VectorcallMethod(m_feed, argv, 2, NULL);
     }

@@ -42,6 +42,8 @@ def _sasl_message(msg: KafkaMessage) -> str | None:
 class InOrderPairing:
     """SASL v0 token and 0.7 pairing for a conversation (see the module docstring)."""
 
+    __slots__ = ()
+
     ctx: Any
     fifo: deque
     summary: Any

@@ -24,6 +24,8 @@ from kwsniff.kafka.model import ORPHAN_RESPONSE, PAIRED, KafkaMessage
 class OrphanHandling:
     """Orphan-response handling for a conversation (see the module docstring)."""
 
+    __slots__ = ()
+
     ctx: Any
     orphans: deque
     history: ApiHistory

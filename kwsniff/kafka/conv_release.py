@@ -25,6 +25,8 @@ from kwsniff.kafka.conv_state import KAFKA, KAFKA07, UNDECIDED
 class ReleaseControl:
     """Open-key bookkeeping for a conversation (see the module docstring)."""
 
+    __slots__ = ()
+
     ctx: Any
     conn: Any
     state: str

@@ -27,6 +27,8 @@ SASL_TOKEN_MAX = 65536
 class ResyncChecks:
     """Candidate-start judgement for the two framers of a conversation."""
 
+    __slots__ = ()
+
     state: str
     client_dir: int | None
     ctx: Any
