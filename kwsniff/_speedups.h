@@ -19,6 +19,20 @@ static inline uint64_t be64(const unsigned char *p) {
     return ((uint64_t)rd32(p, 1) << 32) | rd32(p + 4, 1);
 }
 
+/* A Python int (exactly) that fits in a long long: its value in *out, 0; else (NULL,
+   another type, too big) -1, no error set. */
+static inline int small_int(PyObject *v, long long *out) {
+    if (v == NULL || !PyLong_CheckExact(v))
+        return -1;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    return 0;
+}
+
 /* An object slot at a byte offset (found by bind_classes). */
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
@@ -86,6 +100,11 @@ PyObject *tcp_setup(PyObject *self, PyObject *args);
 PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char tcp_feed_doc[];
 PyObject *sink_setup(PyObject *self, PyObject *args);
+/* Framer.extend(offset, data, frame, ts) for bytes ``data`` (the class bound by
+   sink_setup): 1 taken, 0 not an extension of the partial frame, 2 unsure (another
+   type, a number out of range), -1 error; nothing changed unless 1. */
+int framer_extend(PyObject *framer, PyObject *offset_o, PyObject *data, PyObject *frame,
+                  PyObject *ts);
 extern PyTypeObject FrameSinkType;
 
 /* _speedups_order.c: the reorder buffer (kwsniff.kafka.ordering.PyReorderer's copy) */

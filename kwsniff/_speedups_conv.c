@@ -235,11 +235,8 @@ static int methods_bound(void) {
 
 /* 1 when ``v`` is the int 0, 0 when it is another value. */
 static inline int is_zero(PyObject *v) {
-    if (v == NULL || !PyLong_CheckExact(v))
-        return 0;
-    int overflow;
-    long x = PyLong_AsLongAndOverflow(v, &overflow);
-    return !overflow && x == 0;
+    long long x;
+    return small_int(v, &x) == 0 && x == 0;
 }
 
 /* A slot of the conversation (borrowed); NULL when unset (no error is set). */
@@ -1074,19 +1071,6 @@ const char conv_data_doc[] =
     "conv_data(conv, d, offset, data, frame, ts): Conversation.data(d, offset, data, frame, "
     "ts) (see the module comment)";
 
-/* a Python int in a long long: 0, or -1 (not an int, or too big; no error set) */
-static int as_ll(PyObject *v, long long *out) {
-    if (v == NULL || !PyLong_CheckExact(v))
-        return -1;
-    int overflow;
-    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return -1;
-    }
-    return 0;
-}
-
 /* obj.slot = a new int (stolen); 0, or -1 on error */
 static int set_int_slot(PyObject *obj, Py_ssize_t off, long long v) {
     PyObject *o = PyLong_FromLongLong(v);
@@ -1127,37 +1111,29 @@ static int framer_fast(PyObject *fr, PyObject *offset_o, PyObject *data, PyObjec
                        PyObject *ts, PyObject **out) {
     if (!IS(fr, CL_FRAMER) || !PyBytes_CheckExact(data))
         return 0;
-    long long offset, want_end, last_offset, max_frame, pos, cut;
+    /* extend: the next bytes, ending before the partial frame does */
+    int t = framer_extend(fr, offset_o, data, frame, ts);
+    if (t == 1)
+        *out = Py_NewRef(quiet);
+    if (t != 0)
+        return t == 2 ? 0 : t;
+    long long offset, last_offset, max_frame, pos, cut;
     PyObject *buf = SLOT(fr, fr_off[FR_BUF]), *segs = SLOT(fr, fr_off[FR_SEGS]);
-    if (as_ll(offset_o, &offset) < 0 || offset < 0 || offset > (1LL << 60)
-            || as_ll(SLOT(fr, fr_off[FR_WANT_END]), &want_end) < 0
-            || as_ll(SLOT(fr, fr_off[FR_LAST_OFFSET]), &last_offset) < 0
+    if (small_int(offset_o, &offset) < 0 || offset < 0 || offset > (1LL << 60)
+            || small_int(SLOT(fr, fr_off[FR_LAST_OFFSET]), &last_offset) < 0
             || buf == NULL || !PyByteArray_CheckExact(buf) || segs == NULL)
         return 0;
     Py_ssize_t n = PyBytes_GET_SIZE(data);
     long long end = offset + n;
-    if (!(end >= want_end || offset != last_offset || end == offset)) {
-        /* extend: the next bytes, ending before the partial frame does */
-        if (append_seg(segs, offset, end, frame, ts) < 0)
-            return -1;
-        if (set_int_slot(fr, fr_off[FR_LAST_OFFSET], end) < 0)
-            return -1;
-        PyObject *grown = PySequence_InPlaceConcat(buf, data);
-        if (grown == NULL)
-            return -1;
-        Py_XSETREF(SLOT(fr, fr_off[FR_BUF]), grown);
-        *out = Py_NewRef(quiet);
-        return 1;
-    }
     if (n == 0 || offset != last_offset)
         return 0;
     PyObject *state = SLOT(fr, fr_off[FR_STATE]), *probation = SLOT(fr, fr_off[FR_PROBATION]);
     PyObject *skip = SLOT(fr, fr_off[FR_PENDING_SKIP]);
     if (state == NULL || probation == NULL || skip == NULL
-            || as_ll(SLOT(fr, fr_off[FR_POS]), &pos) < 0
-            || as_ll(SLOT(fr, fr_off[FR_MAX_FRAME]), &max_frame) < 0)
+            || small_int(SLOT(fr, fr_off[FR_POS]), &pos) < 0
+            || small_int(SLOT(fr, fr_off[FR_MAX_FRAME]), &max_frame) < 0)
         return 0;
-    int t = PyObject_RichCompareBool(state, synced, Py_EQ);
+    t = PyObject_RichCompareBool(state, synced, Py_EQ);
     if (t != 1 || pos != PyByteArray_GET_SIZE(buf))
         return t < 0 ? -1 : 0;
     if ((t = PyObject_IsTrue(probation)) != 0)
@@ -1171,7 +1147,7 @@ static int framer_fast(PyObject *fr, PyObject *offset_o, PyObject *data, PyObjec
     }
     if (res == Py_None || !PyTuple_CheckExact(res) || PyTuple_GET_SIZE(res) != 2
             || !PyList_CheckExact(PyTuple_GET_ITEM(res, 0))
-            || as_ll(PyTuple_GET_ITEM(res, 1), &cut) < 0 || cut < 0 || cut > n) {
+            || small_int(PyTuple_GET_ITEM(res, 1), &cut) < 0 || cut < 0 || cut > n) {
         Py_DECREF(res);
         return 0;
     }

@@ -316,17 +316,49 @@ static PyObject *sink_fallback(FrameSinkObject *self, PyObject *const *args) {
     return PyObject_Vectorcall(self->refs[S_FALLBACK], args, 5, NULL);
 }
 
-/* a Python int that fits in a long long: its value in *out, 0; else -1 (no error set) */
-static inline int small_int(PyObject *v, long long *out) {
-    if (!PyLong_CheckExact(v))
-        return -1;
-    int overflow;
-    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
+int framer_extend(PyObject *framer, PyObject *offset_o, PyObject *data, PyObject *frame,
+                  PyObject *ts) {
+    if (framer_type == NULL || !Py_IS_TYPE(framer, framer_type) || !PyBytes_CheckExact(data))
+        return 2;
+    long long offset, want_end, last_offset;
+    PyObject *want_o = SLOT(framer, framer_off[FR_WANT_END]);
+    PyObject *last_o = SLOT(framer, framer_off[FR_LAST_OFFSET]);
+    PyObject *buf = SLOT(framer, framer_off[FR_BUF]), *segs = SLOT(framer, framer_off[FR_SEGS]);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (small_int(offset_o, &offset) < 0 || small_int(want_o, &want_end) < 0 || last_o == NULL
+            || buf == NULL || !PyByteArray_CheckExact(buf) || segs == NULL
+            || offset > ((long long)1 << 60) || offset < -((long long)1 << 60))
+        return 2;
+    long long end = offset + n;
+    if (end >= want_end || end == offset || last_o == Py_None)
+        return 0;                        /* (None: offset != last_offset) */
+    if (small_int(last_o, &last_offset) < 0)
+        return 2;
+    if (offset != last_offset)
+        return 0;
+    PyObject *end_o = PyLong_FromLongLong(end);
+    PyObject *seg = end_o != NULL ? PyList_New(4) : NULL;
+    if (seg == NULL) {
+        Py_XDECREF(end_o);
         return -1;
     }
-    return 0;
+    PyList_SET_ITEM(seg, 0, Py_NewRef(offset_o));
+    PyList_SET_ITEM(seg, 1, Py_NewRef(end_o));
+    PyList_SET_ITEM(seg, 2, Py_NewRef(frame));
+    PyList_SET_ITEM(seg, 3, Py_NewRef(ts));
+    Py_XSETREF(SLOT(framer, framer_off[FR_LAST_OFFSET]), end_o);
+    Py_ssize_t had = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, had + n) < 0) {
+        Py_DECREF(seg);
+        return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(buf) + had, PyBytes_AS_STRING(data), (size_t)n);
+    PyObject *appended = PyObject_CallMethodOneArg(segs, s_append, seg);   /* (a deque) */
+    Py_DECREF(seg);
+    if (appended == NULL)
+        return -1;
+    Py_DECREF(appended);
+    return 1;
 }
 
 static PyObject *sink_call(PyObject *obj, PyObject *const *args, size_t nargsf,
@@ -383,63 +415,22 @@ static PyObject *sink_call(PyObject *obj, PyObject *const *args, size_t nargsf,
         Py_RETURN_FALSE;
     /* Framer.extend: the next bytes, ending before the partial frame does */
     PyObject *framers = r[S_FRAMERS];
-    long long d, offset, want_end, last_offset;
+    long long d;
     if (small_int(d_o, &d) < 0 || !PyTuple_CheckExact(framers) || d < 0
-            || d >= PyTuple_GET_SIZE(framers) || !PyBytes_CheckExact(data)
-            || small_int(offset_o, &offset) < 0)
+            || d >= PyTuple_GET_SIZE(framers))
         return sink_fallback(self, args);
-    PyObject *framer = PyTuple_GET_ITEM(framers, d);
-    if (!Py_IS_TYPE(framer, framer_type))
-        return sink_fallback(self, args);
-    PyObject *want_o = SLOT(framer, framer_off[FR_WANT_END]);
-    PyObject *last_o = SLOT(framer, framer_off[FR_LAST_OFFSET]);
-    PyObject *buf = SLOT(framer, framer_off[FR_BUF]), *segs = SLOT(framer, framer_off[FR_SEGS]);
-    Py_ssize_t n = PyBytes_GET_SIZE(data);
-    if (want_o == NULL || small_int(want_o, &want_end) < 0 || last_o == NULL
-            || buf == NULL || !PyByteArray_CheckExact(buf) || segs == NULL
-            || offset > ((long long)1 << 60)
-            || offset < -((long long)1 << 60))
-        return sink_fallback(self, args);
-    long long end = offset + n;
-    if (end >= want_end || end == offset)
-        Py_RETURN_FALSE;
-    if (last_o == Py_None)
-        Py_RETURN_FALSE;                 /* offset != None */
-    if (small_int(last_o, &last_offset) < 0)
-        return sink_fallback(self, args);
-    if (offset != last_offset)
-        Py_RETURN_FALSE;
     PyObject *ctx = r[S_CTX], *summary = r[S_SUMMARY];
     if (!Py_IS_TYPE(ctx, ctx_type) || !Py_IS_TYPE(summary, summary_type)
             || SLOT(ctx, now_off) == NULL || SLOT(summary, last_ts_off) == NULL)
         return sink_fallback(self, args);
-    /* taken: extend's changes, then the run clock's */
-    PyObject *end_o = PyLong_FromLongLong(end);
-    PyObject *seg = end_o != NULL ? PyList_New(4) : NULL;
-    if (seg == NULL) {
-        Py_XDECREF(end_o);
+    int taken = framer_extend(PyTuple_GET_ITEM(framers, d), offset_o, data, frame, ts);
+    if (taken < 0)
         return NULL;
-    }
-    Py_INCREF(offset_o);
-    PyList_SET_ITEM(seg, 0, offset_o);
-    Py_INCREF(end_o);
-    PyList_SET_ITEM(seg, 1, end_o);
-    Py_INCREF(frame);
-    PyList_SET_ITEM(seg, 2, frame);
-    Py_INCREF(ts);
-    PyList_SET_ITEM(seg, 3, ts);
-    Py_XSETREF(SLOT(framer, framer_off[FR_LAST_OFFSET]), end_o);
-    Py_ssize_t had = PyByteArray_GET_SIZE(buf);
-    if (PyByteArray_Resize(buf, had + n) < 0) {
-        Py_DECREF(seg);
-        return NULL;
-    }
-    memcpy(PyByteArray_AS_STRING(buf) + had, PyBytes_AS_STRING(data), (size_t)n);
-    PyObject *appended = PyObject_CallMethodOneArg(segs, s_append, seg);   /* (a deque) */
-    Py_DECREF(seg);
-    if (appended == NULL)
-        return NULL;
-    Py_DECREF(appended);
+    if (taken == 2)
+        return sink_fallback(self, args);
+    if (taken == 0)
+        Py_RETURN_FALSE;
+    /* taken: then the run clock's changes */
     int later = PyObject_RichCompareBool(ts, SLOT(ctx, now_off), Py_GT);
     if (later < 0)
         return NULL;
