@@ -1,11 +1,23 @@
-/* The paired path of a Kafka conversation, in C (kwsniff._speedups).
+/* The in-order path of a Kafka conversation, in C (kwsniff._speedups).
 
-conv_setup(classes, constants, request_plans, response_plans, request_fields) binds this
-file to kwsniff.kafka.conversation: ``classes`` is (Conversation, Pending, Exchange,
-ConnectionSummary, Context, Options, Framer, KafkaMessage, ApiHistory), ``constants``
-(KAFKA07, PAIRED, the protocol/kind "kafka", the kind "acks0"); the plans are
-kwsniff.kafka.decoding's (see _speedups_msg.c) and ``request_fields`` is
-kwsniff.kafka.plausible.request_fields.
+conv_setup(classes, constants, request_plans, response_plans, request_fields, framing)
+binds this file to kwsniff.kafka.conversation: ``classes`` is (Conversation, Pending,
+Exchange, ConnectionSummary, Context, Options, Framer, KafkaMessage, ApiHistory), whose
+slots it reads and writes by offset; ``constants`` (KAFKA07, PAIRED, the protocol/kind
+"kafka", the kind "acks0", KAFKA); the plans are kwsniff.kafka.decoding's (see
+_speedups_msg.c); ``request_fields`` is kwsniff.kafka.plausible.request_fields;
+``framing`` (Frame, QUIET, SYNCED) of kwsniff.kafka.framing.
+
+conv_data(conv, d, offset, data, frame, ts) is Conversation.data for a Kafka
+conversation: the framer's extend path (framer_extend) or, SYNCED with nothing
+buffered outside probation, its cut path (Framer._fast with cut_frames, without a loss
+of synchronisation), else Framer.data; then conv_frames and conv_refresh. Any other
+conversation goes to data.
+
+conv_refresh(conv) is Conversation._refresh for a Kafka conversation without SASL
+tokens, orphans or out-of-order partial frames: open_key() (the oldest waiting request
+that holds back the order, the framers' partial frames) to the reorder buffer's
+set_open. Anything else runs _refresh.
 
 conv_frames(conv, d, frames) does what Conversation._frames(d, frames) does, with the
 same state changes in the same objects. For each frame it counts the bytes, then takes
@@ -21,12 +33,11 @@ these two cases itself:
   no SASL token or 0.7 pairing is under way and no older request waits: it becomes a
   paired Exchange in the reorder buffer.
 
-Every other frame goes to the Python method (_request, _response or _legacy), and so
-does every frame of a conversation that is not exactly a bound Conversation, or whose
+Every other frame goes to the Python method (_request, _response or _legacy). All three
+step aside for a conversation that is not exactly a bound Conversation, or whose
 class's data, _request, _response, _refresh or open_key are not those bound (a
-subclass, a test's patch). Every
-check is made before the first change. The framer's problems are reported by the
-Python _framer_problems when there are some. */
+subclass, a test's patch). Every check is made before the first change. The framer's
+problems are reported by the Python _framer_problems when there are some. */
 
 #include "_speedups.h"
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from kwsniff.accel import speedups as _speedups
-from kwsniff.kafka.conn_summary import ConnectionSummary
 from kwsniff.kafka import conversation as _conversation
+from kwsniff.kafka.conn_summary import ConnectionSummary
 from kwsniff.kafka.conversation import KAFKA, KAFKA07, OTHER, TLS, Context, Conversation, Options
 from kwsniff.kafka.framing import Framer
 from kwsniff.kafka.model import STATUSES, Exchange
