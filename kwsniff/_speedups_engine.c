@@ -10,7 +10,8 @@ conversation of the event's connection takes the bytes (conv_data, the accelerat
 Conversation.data), a conversation that settled as not Kafka is retired
 (Engine._settled), the run clock and first/last timestamps move, an expired-request
 sweep runs when due (Engine._sweep) and the exchanges that became releasable are
-returned (Engine._release); else an empty list. An engine or event that is not exactly
+returned (Engine._release: the reorder buffer's drain and RunSummary.count, here when
+both are the ones bound); else an empty list. An engine or event that is not exactly
 of the bound classes goes to Engine._feed. */
 
 #include "_speedups.h"
@@ -18,11 +19,13 @@ of the bound classes goes to Engine._feed. */
 #include <structmember.h>
 
 enum { EV_CONN, EV_DIRECTION, EV_OFFSET, EV_DATA, EV_FRAME, EV_TS, EV_N };
-enum { RS_FIRST_TS, RS_LAST_TS, RS_N };
+enum { RS_FIRST_TS, RS_LAST_TS, RS_EXCHANGES, RS_TOTAL, RS_REQUESTS, RS_RESPONSES,
+       RS_INFERRED, RS_N };
 enum { CT_NOW, CT_REORDER, CT_N };
 
 static const char *event_slots[EV_N] = {"conn", "direction", "offset", "data", "frame", "ts"};
-static const char *run_slots[RS_N] = {"first_ts", "last_ts"};
+static const char *run_slots[RS_N] = {"first_ts", "last_ts", "exchanges", "exchanges_total",
+                                      "requests", "responses", "inferred_responses"};
 static const char *ctx_slots[CT_N] = {"now", "reorder"};
 
 static PyTypeObject *engine_type, *event_type, *run_type, *ctx_type;
@@ -33,7 +36,10 @@ enum { E_CONVS, E_CTX, E_SUMMARY, E_NEXT_SWEEP, E_N };
 static const char *e_names[E_N] = {"convs", "ctx", "summary", "_next_sweep"};
 static PyObject *e_attr[E_N];
 static PyObject *s_state, *s_index, *m_feed, *m_settled, *m_sweep, *m_release;
-static PyObject *c_kafka, *c_kafka07, *sweep_interval, *bound_feed;
+static PyObject *c_kafka, *c_kafka07, *sweep_interval, *bound_feed, *bound_release,
+                *bound_count;
+static PyObject *int_zero, *int_one;
+static PyObject *m_count, *m_drain, *s_status, *s_request, *s_response, *s_inferred;
 static unsigned int feed_version;
 
 const char engine_setup_doc[] =
@@ -55,7 +61,9 @@ PyObject *engine_setup(PyObject *self, PyObject *args) {
     }
     static const struct { PyObject **where; const char *text; } names[] = {
         {&s_state, "state"}, {&s_index, "index"}, {&m_feed, "_feed"},
-        {&m_settled, "_settled"}, {&m_sweep, "_sweep"}, {&m_release, "_release"}};
+        {&m_settled, "_settled"}, {&m_sweep, "_sweep"}, {&m_release, "_release"},
+        {&m_count, "count"}, {&m_drain, "drain"}, {&s_status, "status"},
+        {&s_request, "request"}, {&s_response, "response"}, {&s_inferred, "inferred"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*names[i].where == NULL
                 && (*names[i].where = PyUnicode_InternFromString(names[i].text)) == NULL)
@@ -78,6 +86,15 @@ PyObject *engine_setup(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "engine_setup: the engine has no _feed");
         return NULL;
     }
+    if (int_one == NULL && ((int_zero = PyLong_FromLong(0)) == NULL
+                            || (int_one = PyLong_FromLong(1)) == NULL))
+        return NULL;
+    PyObject *release = _PyType_Lookup((PyTypeObject *)et, m_release);
+    PyObject *count = _PyType_Lookup((PyTypeObject *)st, m_count);
+    if (release == NULL || count == NULL) {
+        PyErr_SetString(PyExc_TypeError, "engine_setup: no Engine._release or RunSummary.count");
+        return NULL;
+    }
     PyTypeObject *keep_engine = NULL;
     const Binding b[4] = {
         {et, NULL, 0, NULL, &keep_engine},
@@ -89,6 +106,8 @@ PyObject *engine_setup(PyObject *self, PyObject *args) {
         return NULL;
     Py_XSETREF(engine_type, keep_engine);
     Py_XSETREF(bound_feed, Py_NewRef(feed));
+    Py_XSETREF(bound_release, Py_NewRef(release));
+    Py_XSETREF(bound_count, Py_NewRef(count));
     feed_version = 0;
     Py_XSETREF(c_kafka, Py_NewRef(PyTuple_GET_ITEM(consts, 0)));
     Py_XSETREF(c_kafka07, Py_NewRef(PyTuple_GET_ITEM(consts, 1)));
@@ -117,6 +136,92 @@ static int raise_slot(PyObject *obj, Py_ssize_t off, PyObject *value, int if_non
     if (t)
         Py_XSETREF(SLOT(obj, off), Py_NewRef(value));
     return 0;
+}
+
+/* slot += 1 for an int slot; 0 or -1 */
+static int add_one(PyObject *obj, Py_ssize_t off) {
+    PyObject *cur = SLOT(obj, off);
+    if (cur == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "engine_data: an unset summary counter");
+        return -1;
+    }
+    PyObject *next = PyNumber_Add(cur, int_one);
+    if (next == NULL)
+        return -1;
+    Py_SETREF(SLOT(obj, off), next);
+    return 0;
+}
+
+/* RunSummary.count(ex) for an exchange; 0 or -1 */
+static int count_exchange(PyObject *summary, PyObject *ex) {
+    PyObject *counts = SLOT(summary, rs_off[RS_EXCHANGES]);
+    PyObject *status = PyObject_GetAttr(ex, s_status);
+    if (status == NULL)
+        return -1;
+    int rc = -1;
+    PyObject *req = NULL, *resp = NULL, *inferred = NULL;
+    if (counts == NULL || !PyDict_CheckExact(counts)) {
+        PyErr_SetString(PyExc_TypeError, "engine_data: the summary's exchanges is not a dict");
+        goto done;
+    }
+    /* exchanges[status] = exchanges.get(status, 0) + 1 */
+    PyObject *had = PyDict_GetItemWithError(counts, status);
+    if (had == NULL && PyErr_Occurred())
+        goto done;
+    PyObject *next = PyNumber_Add(had != NULL ? had : int_zero, int_one);
+    if (next == NULL)
+        goto done;
+    int bad = PyDict_SetItem(counts, status, next);
+    Py_DECREF(next);
+    if (bad < 0 || add_one(summary, rs_off[RS_TOTAL]) < 0)
+        goto done;
+    if ((req = PyObject_GetAttr(ex, s_request)) == NULL)
+        goto done;
+    if (req != Py_None && add_one(summary, rs_off[RS_REQUESTS]) < 0)
+        goto done;
+    if ((resp = PyObject_GetAttr(ex, s_response)) == NULL)
+        goto done;
+    if (resp != Py_None) {
+        if (add_one(summary, rs_off[RS_RESPONSES]) < 0
+                || (inferred = PyObject_GetAttr(resp, s_inferred)) == NULL)
+            goto done;
+        int yes = PyObject_IsTrue(inferred);
+        if (yes < 0 || (yes && add_one(summary, rs_off[RS_INFERRED]) < 0))
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_DECREF(status);
+    Py_XDECREF(req);
+    Py_XDECREF(resp);
+    Py_XDECREF(inferred);
+    return rc;
+}
+
+/* Engine._release(False): the C reorder buffer's drain, each exchange counted by
+   RunSummary.count; through the method when either is not the one bound. */
+static PyObject *release(PyObject *engine, PyObject *reorder, PyObject *summary) {
+    if (!Py_IS_TYPE(reorder, &ReorderType)
+            || _PyType_Lookup(engine_type, m_release) != bound_release
+            || _PyType_Lookup(run_type, m_count) != bound_count) {
+        PyObject *argv[2] = {engine, Py_False};
+        return PyObject_VectorcallMethod(m_release, argv, 2, NULL);
+    }
+    PyObject *argv[2] = {reorder, Py_False};
+    PyObject *out = PyObject_VectorcallMethod(m_drain, argv, 2, NULL);
+    if (out == NULL)
+        return NULL;
+    if (!PyList_CheckExact(out)) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_TypeError, "engine_data: drain did not give a list");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(out); i++)
+        if (count_exchange(summary, PyList_GET_ITEM(out, i)) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    return out;
 }
 
 const char engine_data_doc[] =
@@ -259,8 +364,7 @@ PyObject *engine_data(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (busy < 0)
         goto finish;
     if (busy) {
-        PyObject *argv[2] = {engine, Py_False};
-        out = PyObject_VectorcallMethod(m_release, argv, 2, NULL);
+        out = release(engine, reorder, summary);
     } else {
         out = PyList_New(0);
     }

@@ -203,3 +203,25 @@ def test_a_patched_engine_feed_is_honoured(monkeypatch: pytest.MonkeyPatch) -> N
     assert "StreamData" in seen and "ConnectionOpened" in seen
     monkeypatch.undo()
     assert fast == _run(packets, False, True)
+
+
+@pytest.mark.parametrize("name", ["_release", "count"])
+def test_a_patched_release_or_count_is_honoured(monkeypatch: pytest.MonkeyPatch,
+                                               name: str) -> None:
+    """engine_data releases through a patched Engine._release or RunSummary.count (it
+    drains and counts in C only while both are the ones bound)."""
+    owner = engine_module.Engine if name == "_release" else engine_module.RunSummary
+    original = getattr(owner, name)
+    calls = [0]
+
+    def wrapper(self: Any, *args: Any) -> Any:
+        calls[0] += 1
+        return original(self, *args)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    packets = _packets(ROOT / "pcaps" / "rdkafka-acks.pcap")
+    patched = _run(packets, True, True)
+    assert calls[0] > 0
+    monkeypatch.undo()
+    calls[0] = 0
+    assert patched == _run(packets, True, True) == _run(packets, False, True)
