@@ -46,6 +46,9 @@
  *                non-zero *ErrorCode values collected (kwsniff.output.skim)
  *  lane_digest   the summary lane's Produce/Fetch digest text from those skimmed bodies
  *                (kwsniff.output.digest's built-in digests; in _speedups_lane.c)
+ *  summary_line  kwsniff.output.summary.SummaryFormatter.format for plain lines with
+ *                relative times (None where the method must make the line;
+ *                _speedups_line.c)
  *  decode_fields the generated message decoders (kwsniff.kafka.protocol.codegen) run from
  *                a program of the same schema rows (kwsniff.kafka.protocol.cprogram);
  *                in _speedups_decode.c. None, for the Python decoder to run, wherever
@@ -60,7 +63,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 19
+#define SPEEDUPS_VERSION 20
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -2539,6 +2542,8 @@ static PyMethodDef methods[] = {
     {"skim_fields", (PyCFunction)(void (*)(void))skim_fields, METH_FASTCALL, skim_fields_doc},
     {"lane_setup", lane_setup, METH_VARARGS, lane_setup_doc},
     {"lane_digest", (PyCFunction)(void (*)(void))lane_digest, METH_FASTCALL, lane_digest_doc},
+    {"summary_line", (PyCFunction)(void (*)(void))summary_line, METH_FASTCALL,
+     summary_line_doc},
     {"msg_setup", msg_setup, METH_VARARGS,
      "msg_setup(message_type, fields): bind defer_request/defer_response to KafkaMessage"},
     {"defer_request", (PyCFunction)(void (*)(void))defer_request, METH_FASTCALL,

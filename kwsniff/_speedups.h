@@ -76,6 +76,10 @@ extern const char lane_setup_doc[];
 PyObject *lane_digest(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char lane_digest_doc[];
 
+/* _speedups_line.c: SummaryFormatter.format for plain lines with relative times */
+PyObject *summary_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char summary_line_doc[];
+
 /* _speedups.c: (batches, records) of a record set of complete magic-2 batches with
    matching CRC-32Cs (what v2_set_stats returns); 0 for anything else */
 int v2_clean_stats(const unsigned char *p, Py_ssize_t n, Py_ssize_t *batches,
