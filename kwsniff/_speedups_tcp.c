@@ -30,6 +30,56 @@ static Py_ssize_t flow_off[F_N], dir_off[D_N], conn_off[C_N];
 static long control_bits, ack_bit;
 static PyObject *no_events;      /* the empty tuple feed returns */
 
+/* The event class tcp_feed makes (kwsniff.tcp.events.StreamData), bound on first use:
+   its slots, in its constructor's argument order, and that constructor; while the
+   class's __init__ is that one (checked once per version tag) an event is allocated
+   and its slots set here, which is what that __init__ does. */
+enum { EV_N = 6 };
+static const char *ev_slots[EV_N] = {"conn", "direction", "offset", "data", "frame", "ts"};
+static PyTypeObject *ev_type;
+static Py_ssize_t ev_off[EV_N];
+static PyObject *ev_init, *s_init;
+static unsigned int ev_version;
+
+/* Whether ``t`` is the bound event class with its bound __init__ (binding it when it is
+   another class whose slots are those); 0 means "call the class". */
+static int direct_event(PyObject *t) {
+    if ((PyTypeObject *)t == ev_type && ev_version != 0
+            && (ev_type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)
+            && ev_type->tp_version_tag == ev_version)
+        return 1;
+    if (!PyType_Check(t) || ((PyTypeObject *)t)->tp_init == NULL)
+        return 0;
+    if (s_init == NULL && (s_init = PyUnicode_InternFromString("__init__")) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *init = _PyType_Lookup((PyTypeObject *)t, s_init);
+    if ((PyTypeObject *)t != ev_type) {
+        /* a class to bind: its own __init__ (not object's), its slots */
+        if (init == NULL || ((PyTypeObject *)t)->tp_dictoffset != 0
+                || ((PyTypeObject *)t)->tp_new != PyBaseObject_Type.tp_new
+                || PyDict_GetItemWithError(((PyTypeObject *)t)->tp_dict, s_init) == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        PyTypeObject *keep = NULL;
+        const Binding b = {t, ev_slots, EV_N, ev_off, &keep};
+        if (bind_classes(&b, 1, "tcp_feed") < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        Py_XSETREF(ev_type, keep);
+        Py_XSETREF(ev_init, Py_NewRef(init));
+    } else if (init != ev_init) {
+        ev_version = 0;
+        return 0;           /* a patched __init__: the class makes the event */
+    }
+    ev_version = (ev_type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? ev_type->tp_version_tag
+                                                                     : 0;
+    return 1;
+}
+
 /* Bind ``count`` classes: the offset of every named slot (a member descriptor of an
    object slot) is found first; only when all are found are the offsets and classes
    kept, so a failed call leaves the previous binding whole. 0, or -1 with TypeError. */
@@ -235,7 +285,15 @@ PyObject *tcp_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     }
     call[0] = conn;
     call[1] = d_o;
-    PyObject *event = PyObject_Vectorcall(args[5], call, 6, NULL);
+    PyObject *event;
+    if (direct_event(args[5])) {
+        event = ev_type->tp_alloc(ev_type, 0);
+        if (event != NULL)
+            for (int i = 0; i < EV_N; i++)
+                SLOT(event, ev_off[i]) = Py_NewRef(call[i]);
+    } else {
+        event = PyObject_Vectorcall(args[5], call, 6, NULL);
+    }
     Py_DECREF(nxt);
     Py_DECREF(conn);
     Py_DECREF(d_o);

@@ -168,3 +168,28 @@ def test_a_refused_rebinding_leaves_the_binding_whole() -> None:
     assert engine_mod._FRAME_SINK is not None
     # the engine's sink too: still the closure's results (test_sink compares in full)
     speedups.sink_setup(Framer, Reorderer, Context, RunSummary)
+
+
+def test_events_are_made_as_the_class_makes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tcp_feed allocates StreamData events itself only while the class's __init__ is the
+    one it bound; a patched __init__ makes every event."""
+    from kwsniff.tcp import StreamData
+    packets = _packets(ROOT / "pcaps" / "rdkafka-produce-codecs.pcap")
+    original = StreamData.__init__
+    made = [0]
+
+    def init(self: Any, *args: Any) -> None:
+        made[0] += 1
+        original(self, *args)
+
+    def data_events() -> list:
+        return [(ev.conn.index, ev.direction, ev.offset, bytes(ev.data), ev.frame, ev.ts)
+                for ev in TcpEventStream(iter(packets)) if type(ev) is StreamData]
+
+    direct = data_events()
+    monkeypatch.setattr(StreamData, "__init__", init)
+    patched = data_events()
+    assert made[0] == len(patched) > 100
+    monkeypatch.undo()
+    made[0] = 0
+    assert data_events() == patched == direct and made[0] == 0
