@@ -67,6 +67,7 @@ MODULES: tuple[str, ...] = (
     "kwsniff.output.tree",
     "kwsniff.commands.decode",
     "kwsniff.commands.parallel",
+    "kwsniff.commands.parallel_pipe",
 )
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -10,10 +10,10 @@ Contract:
   ``-x``, ``export``) on uncompressed files of at least :data:`AUTO_MIN_BYTES`. Summary
   lines use ``min(usable CPUs, SUMMARY_MAX_JOBS)`` on uncompressed files of at least
   :data:`SUMMARY_MIN_BYTES` whose first :data:`SUMMARY_SAMPLE_PACKETS` packets average
-  at most :data:`SUMMARY_MAX_MEAN_PACKET` bytes: the decoding that every worker repeats
-  is most of their time, so a second process gains 10-25% wall time (for ~1.6x the
-  CPU) where exchanges are many and small, loses where packets are large, and more
-  processes gain little. One process otherwise (compressed: every worker would
+  at most :data:`SUMMARY_MAX_MEAN_PACKET` bytes: two processes then run as a pipeline
+  (below; chatty benchmark capture 6.1 s -> 4.1 s wall, 1.2x the CPU), which loses
+  where packets are large (every frame crosses a pipe and few lines are made: bulk
+  capture 0.28 s -> 0.4-0.5 s). One process otherwise (compressed: every worker would
   decompress the whole file).
 * :func:`decode_in_parallel` and :func:`export_in_parallel` write exactly the output
   (standard output / the ``-o`` file) and standard error of the one-process command;
@@ -28,6 +28,12 @@ Contract:
   Fetch, ListOffsets, OffsetCommit, OffsetFetch, Heartbeat without topic ids); a worker
   decodes them only for the exchanges it owns (:func:`kwsniff.kafka.decoding.complete`),
   which then are exactly as one process decodes them.
+* Summary lines on two processes, through the summary lane, without plugin hooks, run
+  as a pipeline instead (:mod:`kwsniff.commands.parallel_pipe`): worker 1 runs the
+  engine, renders one block in ``parallel_pipe.SHARE`` and ships the exchanges of the
+  other blocks to worker 2, which renders them without an engine. The records to the
+  parent are the same; block ``b`` comes from ``parallel_pipe.owner(b)``. A failure of
+  worker 2 caused only by worker 1 stopping is reported as worker 1's failure.
 * Plugins loaded by the parent are inherited. What they would report during the run
   (hook failures, notices) is recorded by the workers as events and replayed, in
   exchange order, into the parent's own plugin objects, which count, de-duplicate and
@@ -82,10 +88,9 @@ AUTO_MAX_JOBS = 4
 SUMMARY_MIN_BYTES = 64 << 20
 SUMMARY_MAX_JOBS = 2
 #: ... and only when the first packets are small on average: large packets carry few
-#: exchanges per byte, the engine that every worker repeats is then nearly all the work
-#: and a second process is slower (bulk benchmark capture, 1,214 B per packet: 1.00 s
-#: against 0.87 s; chatty, 330 B: 3.2 s against 3.8 s on its first 150,000 packets;
-#: 575 B: even)
+#: exchanges per byte, the engine is then nearly all the work and a second process is
+#: slower (bulk benchmark capture, 1,214 B per packet: 0.28 s against 0.4-0.5 s with the
+#: pipeline; chatty, 330 B: 4.1 s against 6.1 s)
 SUMMARY_MAX_MEAN_PACKET = 448
 SUMMARY_SAMPLE_PACKETS = 20_000
 #: consecutive exchanges one worker renders (one record, one write in the parent)
@@ -343,6 +348,34 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
     sink.flush()
 
 
+def _pipe_work(args: argparse.Namespace, worker: int, pipe: tuple[int, Any], sink: _Sink,
+               parent: int) -> None:
+    """A worker of the pipeline (kwsniff/commands/parallel_pipe.py): 0 runs the engine,
+    1 renders what it ships; ``pipe``: the link's end and the palette."""
+    import pickle
+
+    from kwsniff.capture import open_capture
+    from kwsniff.commands import parallel_pipe
+    link_fd, palette = pipe
+    parts: list[Any] = []
+
+    def send() -> None:
+        sink.record(_TEXT, b"".join([p.encode("utf-8", "surrogatepass") if type(p) is str
+                                     else p for p in parts]))
+        parts.clear()
+
+    if worker == 0:
+        with open_capture(args.capture) as source:
+            if os.getppid() != parent:
+                return      # the parent is gone already
+            final = parallel_pipe.engine_work(args, palette, link_fd, send, parts, source,
+                                              WRITE_BATCH, BLOCK, _engine_counters)
+    else:
+        final = parallel_pipe.render_work(args, palette, link_fd, send, parts)
+    sink.record(_FINAL, pickle.dumps(final))
+    sink.flush()
+
+
 def _nothing(ex: Exchange) -> None:
     pass
 
@@ -363,7 +396,7 @@ def _end_with_parent() -> None:
 
 def _worker_main(args: argparse.Namespace, worker: int, jobs: int,
                  display_filter: DisplayFilter | None, factory: Renderer, fd: int,
-                 parent: int) -> None:
+                 parent: int, pipe: tuple[int, Any] | None = None) -> None:
     """Body of a forked worker; never returns."""
     code = 1
     sink = _Sink(fd)
@@ -374,7 +407,10 @@ def _worker_main(args: argparse.Namespace, worker: int, jobs: int,
         os.dup2(null, 1)
         os.dup2(null, 2)
         os.close(null)
-        _work(args, worker, jobs, display_filter, factory, sink, parent)
+        if pipe is not None:
+            _pipe_work(args, worker, pipe, sink, parent)
+        else:
+            _work(args, worker, jobs, display_filter, factory, sink, parent)
         code = 0
     except BaseException as err:  # noqa: BLE001 - reported by the parent
         try:    # after the blocks already rendered, as one process would have shown
@@ -414,14 +450,24 @@ class _Workers:
         self.eof: list[bool] = []
 
     def start(self, args: argparse.Namespace, jobs: int,
-              display_filter: DisplayFilter | None, factory: Renderer) -> None:
+              display_filter: DisplayFilter | None, factory: Renderer,
+              pipeline: Any = None) -> None:
+        """Fork the workers; ``pipeline`` (the palette): the two workers of
+        :mod:`kwsniff.commands.parallel_pipe`, joined by a pipe of their own."""
         pipes = []
+        link: tuple[int, int] | None = None
         parent = os.getpid()
         try:
             for _ in range(jobs):
                 pipes.append(os.pipe())
                 try:    # fewer context switches (best effort; Linux)
                     fcntl.fcntl(pipes[-1][0], fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+                except (AttributeError, OSError):
+                    pass
+            if pipeline is not None:
+                link = os.pipe()
+                try:
+                    fcntl.fcntl(link[0], fcntl.F_SETPIPE_SZ, PIPE_SIZE)
                 except (AttributeError, OSError):
                     pass
             for k in range(jobs):
@@ -431,9 +477,18 @@ class _Workers:
                         os.close(r)
                         if j != k:
                             os.close(w)
-                    _worker_main(args, k, jobs, display_filter, factory, pipes[k][1], parent)
+                    pipe = None
+                    if link is not None:
+                        keep = link[1] if k == 0 else link[0]   # 0 writes, 1 reads
+                        os.close(link[0] if k == 0 else link[1])
+                        pipe = (keep, pipeline)
+                    _worker_main(args, k, jobs, display_filter, factory, pipes[k][1], parent,
+                                 pipe)
                 self.pids.append(pid)
         finally:
+            if link is not None:
+                os.close(link[0])
+                os.close(link[1])
             for r, w in pipes:
                 os.close(w)
                 self.fds.append(r)
@@ -574,9 +629,12 @@ def _text_writer(write: Callable[[str], Any]) -> Callable[[bytes], Any]:
 
 
 def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilter | None,
-                factory: Renderer, write: Callable[[str], Any]) -> Totals:
+                factory: Renderer, write: Callable[[str], Any], pipeline: Any = None
+                ) -> Totals:
     """Decode ``args.capture`` on ``jobs`` workers that render with ``factory``; write
-    their text in exchange order through ``write`` (see the module contract)."""
+    their text in exchange order through ``write`` (see the module contract).
+    ``pipeline`` (the palette): the two workers of
+    :mod:`kwsniff.commands.parallel_pipe` instead."""
     import pickle     # (here: start-up of one-process runs does not pay for it)
 
     from kwsniff.capture import open_capture
@@ -589,11 +647,17 @@ def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilt
     workers = _Workers()
     put = _text_writer(write)
     try:
-        workers.start(args, jobs, display_filter, factory)
+        workers.start(args, jobs, display_filter, factory, pipeline)
         read = workers.read
+        if pipeline is not None:
+            from kwsniff.commands.parallel_pipe import LINK_ENDED, owner
+            read = _engine_first(workers, LINK_ENDED)
+        else:
+            def owner(block: int) -> int:
+                return block % jobs
         block = 0
         while True:
-            k = block % jobs
+            k = owner(block)
             kind, payload = read(k)
             while kind == _EVENTS or kind == _PART:
                 if kind == _EVENTS:
@@ -631,6 +695,22 @@ def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilt
                   first["capture_problems"], [finals[j]["extra"] for j in range(jobs)])
 
 
+def _engine_first(workers: _Workers, link_ended: str) -> Callable[[int], tuple[bytes, bytes]]:
+    """``workers.read`` for the pipeline: when the render worker (2) failed only because
+    the engine worker (1) stopped shipping, the engine worker's own failure is reported."""
+    def read(k: int) -> tuple[bytes, bytes]:
+        try:
+            return workers.read(k)
+        except WorkerFailed as err:
+            if k != 1 or link_ended not in str(err):
+                raise
+            while True:             # its records until its failure (or a clean end)
+                if workers.read(0)[0] == _FINAL:
+                    raise
+
+    return read
+
+
 def decode_in_parallel(args: argparse.Namespace, jobs: int,
                        display_filter: DisplayFilter | None, palette: Any,
                        out: IO[str]) -> int:
@@ -650,7 +730,10 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
 
         return emit, dict
 
-    totals = run_workers(args, jobs, display_filter, factory, out.write)
+    from kwsniff.commands.parallel_pipe import pipeline_wanted
+    lane = not args.verbose and not args.hex and summary_lane(args, display_filter)
+    pipeline = palette if pipeline_wanted(args, jobs, lane) else None
+    totals = run_workers(args, jobs, display_filter, factory, out.write, pipeline)
     out.flush()
     report_end(totals.counters, totals.shown, totals.capture_problems)
     return 0

@@ -57,7 +57,10 @@ def _same(capsys: pytest.CaptureFixture[str], argv: list[str], jobs: int) -> str
 
 
 @pytest.mark.parametrize("pcap", PCAPS, ids=lambda p: p.name)
-def test_identical_every_capture(capsys: pytest.CaptureFixture[str], pcap: Path) -> None:
+def test_identical_every_capture(capsys: pytest.CaptureFixture[str], pcap: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _same(capsys, [str(pcap)], 2)
+    monkeypatch.setenv("KWSNIFF_PIPELINE", "0")     # summary lines without the pipeline
     _same(capsys, [str(pcap)], 2)
     _same(capsys, ["-V", str(pcap)], 2)
     _same(capsys, ["-V", "-x", str(pcap)], 3)
@@ -194,6 +197,7 @@ def test_crashing_worker_is_reported(capsys: pytest.CaptureFixture[str],
         return real(self, exchange, facts)
 
     monkeypatch.setattr(SummaryFormatter, "format", crash)
+    monkeypatch.setenv("KWSNIFF_PIPELINE", "0")   # (test_parallel_pipe.py: the pipeline)
     code, out, err = _run(capsys, ["decode", "-j", "2", str(GROUP)])
     why = "RuntimeError: boom" if how == "exception" else "killed by signal SIGKILL"
     assert code == 70

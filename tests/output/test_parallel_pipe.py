@@ -1,0 +1,169 @@
+"""decode -j 2 summary lines as a pipeline (kwsniff/commands/parallel_pipe.py): one worker
+runs the engine and ships exchanges to the other, which renders them. Byte-identical to
+one process on every committed capture, whatever the block size and share; used only
+where it may be; failures of either worker reported like the other mode's."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kwsniff.capture import open_capture
+from kwsniff.cli import main
+from kwsniff.commands import parallel, parallel_pipe
+from kwsniff.engine import Engine, EngineOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+PCAPS = sorted((ROOT / "pcaps").glob("*.pcap"))
+GROUP = ROOT / "pcaps" / "rdkafka-consumer-group.pcap"
+CODECS = ROOT / "pcaps" / "rdkafka-produce-codecs.pcap"
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not PCAPS,
+                                reason="needs fork and the captures in pcaps/")
+
+
+@pytest.fixture(autouse=True)
+def _bounded() -> Iterator[None]:
+    """A test that hangs fails after a minute instead of blocking the suite."""
+    def too_long(*_: object) -> None:
+        raise TimeoutError("decode -j 2 hangs")
+
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _marker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A file the render worker creates when it runs (it is a forked process)."""
+    mark = tmp_path / "render-worker-ran"
+    real = parallel_pipe.render_work
+
+    def render(*args: Any) -> Any:
+        mark.touch()
+        return real(*args)
+
+    monkeypatch.setattr(parallel_pipe, "render_work", render)
+    return mark
+
+
+@pytest.mark.parametrize("block,share", [(1, 2), (1, 5), (3, 1000), (32, 8), (2, 1)])
+@pytest.mark.parametrize("pcap", PCAPS, ids=lambda p: p.name)
+def test_identical_every_capture(capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                 pcap: Path, block: int, share: int) -> None:
+    monkeypatch.setattr(parallel, "BLOCK", block)
+    monkeypatch.setattr(parallel_pipe, "SHARE", share)
+    mark = _marker(monkeypatch, tmp_path)
+    one = _run(capsys, ["decode", "-j", "1", str(pcap)])
+    two = _run(capsys, ["decode", "-j", "2", str(pcap)])
+    assert two == one
+    assert mark.exists()
+
+
+@pytest.mark.parametrize("argv", [["-t", "ad"], ["--color", "always"], ["-t", "e"]],
+                         ids=lambda a: " ".join(a))
+def test_identical_options(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                           tmp_path: Path, argv: list[str]) -> None:
+    monkeypatch.setattr(parallel, "BLOCK", 2)
+    mark = _marker(monkeypatch, tmp_path)
+    for pcap in (GROUP, CODECS):
+        assert _run(capsys, ["decode", "-j", "2", *argv, str(pcap)]) == \
+            _run(capsys, ["decode", "-j", "1", *argv, str(pcap)])
+    assert mark.exists()
+
+
+def test_forgotten_streams_are_sent_again(capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "BLOCK", 1)
+    monkeypatch.setattr(parallel_pipe, "MAX_STREAMS", 2)
+    for pcap in (GROUP, CODECS):
+        assert _run(capsys, ["decode", "-j", "2", str(pcap)]) == \
+            _run(capsys, ["decode", "-j", "1", str(pcap)])
+
+
+@pytest.mark.parametrize("argv,env,used", [
+    (["-j", "2"], None, True),
+    (["-j", "2"], "0", False),                   # KWSNIFF_PIPELINE=0
+    (["-j", "3"], None, False),
+    (["-j", "2", "-V"], None, False),
+    (["-j", "2", "-x"], None, False),
+    (["-j", "2", "-Y", "api == Fetch"], None, False),
+])
+def test_used_only_where_it_may_be(capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                   argv: list[str], env: str | None, used: bool) -> None:
+    if env is not None:
+        monkeypatch.setenv("KWSNIFF_PIPELINE", env)
+    mark = _marker(monkeypatch, tmp_path)
+    code, out, _ = _run(capsys, ["decode", *argv, str(GROUP)])
+    assert code == 0 and out
+    assert mark.exists() == used
+
+
+def test_not_with_plugin_hooks(capsys: pytest.CaptureFixture[str],
+                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    plugin = tmp_path / "plugins" / "hooked.py"
+    plugin.parent.mkdir()
+    plugin.write_text("def register(api):\n"
+                      "    api.digest(0, request=lambda body, version, facts: 'hooked')\n")
+    mark = _marker(monkeypatch, tmp_path)
+    code, out, _ = _run(capsys, ["decode", "-j", "2", "--plugins", str(plugin.parent),
+                                 str(CODECS)])
+    assert code == 0 and "hooked" in out
+    assert not mark.exists()
+
+
+def test_shippable_exchanges() -> None:
+    engine = Engine(EngineOptions(defer_bodies=True))
+    with open_capture(str(CODECS)) as source:
+        exchanges = list(engine.run(source))
+    kinds = {(ex.request.api_key if ex.request else None, parallel_pipe.shippable(ex))
+             for ex in exchanges}
+    assert (0, True) in kinds and (3, False) in kinds and (18, False) in kinds
+
+
+@pytest.mark.parametrize("where", ["engine", "render"])
+def test_a_failing_worker_is_reported(capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    monkeypatch.setattr(parallel, "BLOCK", 1)
+    parent = os.getpid()
+    if where == "engine":
+        real_ship = parallel_pipe.shippable
+
+        def ship(ex: Any) -> bool:
+            if os.getpid() != parent and ex.index == 6:
+                raise RuntimeError("boom")
+            return real_ship(ex)
+
+        monkeypatch.setattr(parallel_pipe, "shippable", ship)
+    else:
+        real_decode = parallel_pipe.decode_request
+
+        def decode(raw: bytes, *args: Any) -> Any:
+            msg = real_decode(raw, *args)
+            msg.problems.append("not as the engine made it")
+            return msg
+
+        monkeypatch.setattr(parallel_pipe, "decode_request", decode)
+    code, out, err = _run(capsys, ["decode", "-j", "2", str(CODECS)])
+    assert code == 70
+    if where == "engine":
+        assert err == "kwsniff decode: internal error: decoding worker 1 failed: " \
+                      "RuntimeError: boom\n"
+    else:
+        assert err.startswith("kwsniff decode: internal error: decoding worker 2 failed: "
+                              "RuntimeError: exchange ") and "did not decode again" in err
+    one = _run(capsys, ["decode", "-j", "1", str(CODECS)])[1]
+    assert one.startswith(out)          # what came before the failure, in order
