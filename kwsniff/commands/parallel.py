@@ -363,6 +363,8 @@ def _pipe_work(args: argparse.Namespace, worker: int, pipe: tuple[int, Any], sin
         sink.record(_TEXT, b"".join([p.encode("utf-8", "surrogatepass") if type(p) is str
                                      else p for p in parts]))
         parts.clear()
+        if worker == 0:
+            sink.flush()        # (at once: see parallel_pipe.engine_work)
 
     if worker == 0:
         with open_capture(args.capture) as source:
@@ -371,7 +373,7 @@ def _pipe_work(args: argparse.Namespace, worker: int, pipe: tuple[int, Any], sin
             final = parallel_pipe.engine_work(args, palette, link_fd, send, parts, source,
                                               WRITE_BATCH, BLOCK, _engine_counters)
     else:
-        final = parallel_pipe.render_work(args, palette, link_fd, send, parts)
+        final = parallel_pipe.render_work(args, palette, link_fd, send, parts, sink.flush)
     sink.record(_FINAL, pickle.dumps(final))
     sink.flush()
 

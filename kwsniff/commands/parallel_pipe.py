@@ -52,9 +52,9 @@ from kwsniff.output.pipeline import Selection
 from kwsniff.output.summary import SummaryFormatter
 
 #: one block of every SHARE is rendered by the engine worker, the rest by the other one
-#: (measured on the chatty benchmark capture: the render worker's time per line, the
-#: shipping and the engine balance there)
-SHARE = 8
+#: (chatty benchmark capture, two runs each: 8 -> 4.09/4.21 s, 12 -> 4.18/4.10 s,
+#: 16 -> 3.92/3.97 s, 24 -> 4.08/4.02 s, the render worker alone 4.47 s)
+SHARE = 16
 #: streams whose endpoints the render worker keeps (the engine worker sends them again
 #: after both forget them)
 MAX_STREAMS = 1 << 16
@@ -142,9 +142,11 @@ class _Link:
         self.buf.clear()
 
 
-def _records(fd: int) -> Iterator[tuple[bytes, bytearray, int, int]]:
+def _records(fd: int, before_wait: Callable[[], None]
+             ) -> Iterator[tuple[bytes, bytearray, int, int]]:
     """The render worker's end of the link: ``(kind, buffer, start, end)`` of each
-    record until the end (its payload is ``buffer[start:end]``, valid until the next)."""
+    record until the end (its payload is ``buffer[start:end]``, valid until the next);
+    ``before_wait()`` before each read of the pipe."""
     buf = bytearray()
     pos = 0
     while True:
@@ -155,6 +157,7 @@ def _records(fd: int) -> Iterator[tuple[bytes, bytearray, int, int]]:
                 break
             yield kind, buf, pos + _HEADER.size, end
             pos = end
+        before_wait()
         data = os.read(fd, READ_CHUNK)
         if not data:
             if len(buf) > pos:
@@ -170,9 +173,15 @@ def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
                 parts: list[Any], source: Any, batch: int, block_size: int,
                 counters: Callable[[Any, Any], dict[str, int]]) -> dict[str, Any]:
     """The engine worker (module contract): renders its blocks into ``parts``, calls
-    ``send()`` at the end of each of them, ships the rest over ``link_fd`` (in writes of
-    about ``batch`` bytes); returns its final record's contents (``counters(engine,
-    source)``: the run counters the parent compares)."""
+    ``send()`` (which must write them to the parent at once) at the end of each of them,
+    ships the rest over ``link_fd`` (in writes of about ``batch`` bytes, all written
+    before each ``send()``); returns its final record's contents (``counters(engine,
+    source)``: the run counters the parent compares).
+
+    (No deadlock: what the render worker needs is on the link before the engine worker
+    writes to the parent, its blocks reach the parent when made, and the render worker
+    writes what it has to the parent before it waits for the link. So the parent never
+    waits for a block held in a buffer by a worker that waits for it.)"""
     from kwsniff.engine import Engine
     options = engine_options(args)
     options.defer_bodies = True
@@ -190,6 +199,7 @@ def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
         if b != block:
             if block >= 0:
                 if mine:
+                    link.flush()
                     send()
                 else:
                     link.record(_E, b"")
@@ -213,6 +223,7 @@ def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
             link.record(_T, "".join(lines).encode("utf-8", "surrogatepass"))
     if block >= 0:
         if mine:
+            link.flush()
             send()
         else:
             link.record(_E, b"")
@@ -226,10 +237,11 @@ def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
 
 
 def render_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Callable,
-                parts: list[Any]) -> dict[str, Any]:
+                parts: list[Any], flush: Callable[[], None]) -> dict[str, Any]:
     """The render worker (module contract): renders the link's exchanges and passes its
-    lines on into ``parts``, calling ``send()`` at the end of each block; returns its
-    final record's contents."""
+    lines on into ``parts``, calling ``send()`` at the end of each block and ``flush()``
+    (its writes to the parent) before it waits for the link; returns its final record's
+    contents."""
     from kwsniff.kafka.embedded import AnnotateContext
     from kwsniff.output.skim import SummaryLane
     selection = Selection(None, None)
@@ -243,7 +255,7 @@ def render_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
     size = _EXCHANGE.size
 
     def exchanges() -> Iterator[Exchange]:
-        for kind, buf, start, end in _records(link_fd):
+        for kind, buf, start, end in _records(link_fd, flush):
             if kind == _X:
                 index, stream, req_ts, resp_ts, n = unpack(buf, start)
                 at = start + size

@@ -167,3 +167,32 @@ def test_a_failing_worker_is_reported(capsys: pytest.CaptureFixture[str],
                               "RuntimeError: exchange ") and "did not decode again" in err
     one = _run(capsys, ["decode", "-j", "1", str(CODECS)])[1]
     assert one.startswith(out)          # what came before the failure, in order
+
+
+@pytest.mark.parametrize("share", [1000, 16, 3, 2])
+def test_no_deadlock_when_the_parent_reads_little_ahead(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        share: int) -> None:
+    """The engine worker's own blocks reach the parent as soon as they are made: the
+    parent waits for them while it reads the render worker only a little ahead, and the
+    render worker waits for the engine worker's link (a block held back in a write
+    batch would stop all three)."""
+    monkeypatch.setattr(parallel, "BLOCK", 2)
+    monkeypatch.setattr(parallel, "READ_AHEAD", 512)
+    monkeypatch.setattr(parallel, "READ_CHUNK", 512)
+    monkeypatch.setattr(parallel, "PIPE_SIZE", 4096)
+    monkeypatch.setattr(parallel_pipe, "SHARE", share)
+    for pcap in (GROUP, CODECS):
+        assert _run(capsys, ["decode", "-j", "2", str(pcap)]) == \
+            _run(capsys, ["decode", "-j", "1", str(pcap)])
+
+
+def test_a_capture_without_exchanges(capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    empty = tmp_path / "header-only.pcap"
+    empty.write_bytes(GROUP.read_bytes()[:24])      # the global header, no packet
+    mark = _marker(monkeypatch, tmp_path)
+    two = _run(capsys, ["decode", "-j", "2", str(empty)])
+    assert two == _run(capsys, ["decode", "-j", "1", str(empty)])
+    assert two[0] == 0 and two[1] == "" and "0 exchanges" in two[2]
+    assert mark.exists()
