@@ -86,7 +86,7 @@ setup(
                             "kwsniff/_speedups_tcp.c", "kwsniff/_speedups_order.c",
                             "kwsniff/_speedups_msg.c", "kwsniff/_speedups_conv.c",
                             "kwsniff/_speedups_engine.c", "kwsniff/_speedups_lane.c",
-                            "kwsniff/_speedups_line.c"],
+                            "kwsniff/_speedups_line.c", "kwsniff/_speedups_pipe.c"],
                            depends=["kwsniff/_speedups.h"], optional=True,
                            extra_compile_args=["-O2"])] + _cython_extensions(),
     cmdclass={"build_ext": BuildExt},

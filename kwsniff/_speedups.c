@@ -49,6 +49,8 @@
  *  summary_line  kwsniff.output.summary.SummaryFormatter.format for plain lines with
  *                relative times (None where the method must make the line;
  *                _speedups_line.c)
+ *  pipe_ship     the decode -j 2 pipeline's shipping of an exchange
+ *                (kwsniff.commands.parallel_pipe; _speedups_pipe.c)
  *  decode_fields the generated message decoders (kwsniff.kafka.protocol.codegen) run from
  *                a program of the same schema rows (kwsniff.kafka.protocol.cprogram);
  *                in _speedups_decode.c. None, for the Python decoder to run, wherever
@@ -63,7 +65,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 20
+#define SPEEDUPS_VERSION 21
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -2544,6 +2546,8 @@ static PyMethodDef methods[] = {
     {"lane_digest", (PyCFunction)(void (*)(void))lane_digest, METH_FASTCALL, lane_digest_doc},
     {"summary_line", (PyCFunction)(void (*)(void))summary_line, METH_FASTCALL,
      summary_line_doc},
+    {"pipe_setup", pipe_setup, METH_VARARGS, pipe_setup_doc},
+    {"pipe_ship", (PyCFunction)(void (*)(void))pipe_ship, METH_FASTCALL, pipe_ship_doc},
     {"msg_setup", msg_setup, METH_VARARGS,
      "msg_setup(message_type, fields): bind defer_request/defer_response to KafkaMessage"},
     {"defer_request", (PyCFunction)(void (*)(void))defer_request, METH_FASTCALL,

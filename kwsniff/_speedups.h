@@ -80,6 +80,12 @@ extern const char lane_digest_doc[];
 PyObject *summary_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char summary_line_doc[];
 
+/* _speedups_pipe.c: the pipeline's shipping of an exchange */
+PyObject *pipe_setup(PyObject *self, PyObject *args);
+extern const char pipe_setup_doc[];
+PyObject *pipe_ship(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char pipe_ship_doc[];
+
 /* _speedups.c: (batches, records) of a record set of complete magic-2 batches with
    matching CRC-32Cs (what v2_set_stats returns); 0 for anything else */
 int v2_clean_stats(const unsigned char *p, Py_ssize_t n, Py_ssize_t *batches,

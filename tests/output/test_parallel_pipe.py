@@ -196,3 +196,42 @@ def test_a_capture_without_exchanges(capsys: pytest.CaptureFixture[str],
     assert two == _run(capsys, ["decode", "-j", "1", str(empty)])
     assert two[0] == 0 and two[1] == "" and "0 exchanges" in two[2]
     assert mark.exists()
+
+
+@pytest.mark.skipif(parallel_pipe._PIPE_SHIP is None, reason="needs the C accelerator")
+def test_the_c_shipping_is_the_python_shipping() -> None:
+    """pipe_ship: shippable() and the record _Link.exchange writes, on every exchange of
+    every capture and on edited copies."""
+    import copy
+    import dataclasses
+    made = 0
+    for pcap in PCAPS:
+        engine = Engine(EngineOptions(defer_bodies=True))
+        with open_capture(str(pcap)) as source:
+            exchanges = list(engine.run(source))
+        for ex in exchanges:
+            variants = [ex]
+            if ex.request is not None and ex.response is not None:
+                for edit in ({"missing": 3}, {"problems": ["x"]}, {"inferred": "guess"},
+                             {"api_version": 999}, {"deferred": None}):
+                    odd = copy.copy(ex)
+                    odd.response = dataclasses.replace(ex.response, **edit)
+                    variants.append(odd)
+                odd = copy.copy(ex)
+                odd.status = "unanswered"
+                variants.append(odd)
+            for v in variants:
+                c_buf = bytearray(b"prefix")
+                got = parallel_pipe._PIPE_SHIP(c_buf, v)
+                expected = parallel_pipe.shippable(v)
+                assert got is None or got == expected
+                if got:
+                    link = parallel_pipe._Link(-1, 1 << 30)
+                    link.buf += b"prefix"
+                    link.streams.add(v.stream)          # (known: no endpoints record)
+                    link.exchange(v)
+                    assert bytes(c_buf) == bytes(link.buf)
+                    made += 1
+                elif got is False:
+                    assert c_buf == b"prefix"
+    assert made > 50
