@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kwsniff.accel import speedups as _speedups
-from kwsniff.commands.decode import engine_options, exchange_printer, use_lane
+from kwsniff.commands.decode import engine_options, use_lane
 from kwsniff.kafka.decoding import DEFERRABLE_APIS, decode_request, decode_response
 from kwsniff.kafka.model import PAIRED, Exchange, KafkaMessage
 from kwsniff.output.pipeline import Selection
@@ -219,7 +219,9 @@ def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
     selection = Selection(None, None)
     use_lane(engine, selection)
     formatter = SummaryFormatter(palette, args.time_format)
-    printer = exchange_printer(args, palette, formatter, parts.append, parts.append)
+    # (summary lines only: what decode's exchange_printer writes for them)
+    line = formatter.format
+    append = parts.append
     link = _Link(link_fd, batch)
     summary = engine.summary
     block, mine, start_sent = -1, True, False
@@ -238,7 +240,7 @@ def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
             formatter.start_ts = summary.first_ts     # as in one process
         if mine:
             for shown, facts in selection((ex,)):
-                printer(shown, facts)
+                append(line(shown, facts) + "\n")
             continue
         if not start_sent:
             link.record(_S, _TS.pack(formatter.start_ts))
@@ -277,7 +279,9 @@ def render_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
     selection.lane = SummaryLane(AnnotateContext(show_secrets=engine_options(args).show_secrets),
                                  selection.names)
     formatter = SummaryFormatter(palette, args.time_format)
-    printer = exchange_printer(args, palette, formatter, parts.append, parts.append)
+    # (summary lines only: what decode's exchange_printer writes for them)
+    line = formatter.format
+    append = parts.append
     ends: dict[int, tuple[tuple[str, int], tuple[str, int]]] = {}
     final: dict[str, Any] = {}
     unpack = _EXCHANGE.unpack_from
@@ -316,7 +320,7 @@ def render_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
                 raise RuntimeError(f"unknown link record {kind!r}")
 
     for ex, facts in selection(exchanges()):
-        printer(ex, facts)
+        append(line(ex, facts) + "\n")
     if not final:
         raise RuntimeError(LINK_ENDED)
     final.update({"shown": selection.shown, "problems": selection.problems, "events": [],
