@@ -370,8 +370,8 @@ def _pipe_work(args: argparse.Namespace, worker: int, pipe: tuple[int, Any], sin
         with open_capture(args.capture) as source:
             if os.getppid() != parent:
                 return      # the parent is gone already
-            final = parallel_pipe.engine_work(args, palette, link_fd, send, parts, source,
-                                              WRITE_BATCH, BLOCK, _engine_counters)
+            final = parallel_pipe.engine_work(args, palette, _Sink(link_fd), send, parts,
+                                              source, WRITE_BATCH, BLOCK, _engine_counters)
     else:
         final = parallel_pipe.render_work(args, palette, link_fd, send, parts, sink.flush)
     sink.record(_FINAL, pickle.dumps(final))

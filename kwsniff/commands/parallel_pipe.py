@@ -118,20 +118,18 @@ _PIPE_SHIP = _bind_ship()
 
 
 class _Link:
-    """The engine worker's end of the link: length-prefixed records, written in batches."""
+    """The engine worker's end of the link: records through ``sink`` (the batched
+    writer of length-prefixed records the workers write to the parent with: ``buf``,
+    ``record(kind, payload)``, ``flush()``), exchanges straight into its buffer, flushed
+    past ``batch`` bytes."""
 
-    def __init__(self, fd: int, batch: int) -> None:
-        self.fd = fd
+    def __init__(self, sink: Any, batch: int) -> None:
+        self.sink = sink
+        self.buf: bytearray = sink.buf
         self.batch = batch
-        self.buf = bytearray()
+        self.record = sink.record
+        self.flush = sink.flush
         self.streams: set[int] = set()
-
-    def record(self, kind: bytes, payload: bytes) -> None:
-        buf = self.buf
-        buf += _HEADER.pack(kind, len(payload))
-        buf += payload
-        if len(buf) >= self.batch:
-            self.flush()
 
     def ship(self, ex: Exchange) -> bool:
         """Ship ``ex`` if it is :func:`shippable` (True), else change nothing (False)."""
@@ -164,13 +162,6 @@ class _Link:
         if len(buf) >= self.batch:
             self.flush()
 
-    def flush(self) -> None:
-        view = memoryview(self.buf)
-        while view:
-            view = view[os.write(self.fd, view):]
-        view.release()
-        self.buf.clear()
-
 
 def _records(fd: int, before_wait: Callable[[], None]
              ) -> Iterator[tuple[bytes, bytearray, int, int]]:
@@ -199,14 +190,14 @@ def _records(fd: int, before_wait: Callable[[], None]
         buf += data
 
 
-def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Callable,
+def engine_work(args: argparse.Namespace, palette: Any, link_sink: Any, send: Callable,
                 parts: list[Any], source: Any, batch: int, block_size: int,
                 counters: Callable[[Any, Any], dict[str, int]]) -> dict[str, Any]:
     """The engine worker (module contract): renders its blocks into ``parts``, calls
     ``send()`` (which must write them to the parent at once) at the end of each of them,
-    ships the rest over ``link_fd`` (in writes of about ``batch`` bytes, all written
-    before each ``send()``); returns its final record's contents (``counters(engine,
-    source)``: the run counters the parent compares).
+    ships the rest through ``link_sink`` (see :class:`_Link`; in writes of about
+    ``batch`` bytes, all written before each ``send()``); returns its final record's
+    contents (``counters(engine, source)``: the run counters the parent compares).
 
     (No deadlock: what the render worker needs is on the link before the engine worker
     writes to the parent, its blocks reach the parent when made, and the render worker
@@ -222,19 +213,23 @@ def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
     # (summary lines only: what decode's exchange_printer writes for them)
     line = formatter.format
     append = parts.append
-    link = _Link(link_fd, batch)
+    link = _Link(link_sink, batch)
     summary = engine.summary
     block, mine, start_sent = -1, True, False
     lines: list[str] = []
+
+    def end_block() -> None:
+        if mine:
+            link.flush()        # (what the render worker needs, before the parent's)
+            send()
+        else:
+            link.record(_E, b"")
+
     for ex in engine.run(source):
         b = (ex.index - 1) // block_size
         if b != block:
             if block >= 0:
-                if mine:
-                    link.flush()
-                    send()
-                else:
-                    link.record(_E, b"")
+                end_block()
             block, mine = b, owner(b) == 0
         if formatter.start_ts is None:
             formatter.start_ts = summary.first_ts     # as in one process
@@ -253,11 +248,7 @@ def engine_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
         if lines:
             link.record(_T, "".join(lines).encode("utf-8", "surrogatepass"))
     if block >= 0:
-        if mine:
-            link.flush()
-            send()
-        else:
-            link.record(_E, b"")
+        end_block()
     final = {"engine": (summary.exchanges_total, counters(engine, source)),
              "capture_problems": list(getattr(source, "problems", ())),
              "shown": selection.shown, "problems": selection.problems, "events": [],

@@ -226,7 +226,7 @@ def test_the_c_shipping_is_the_python_shipping() -> None:
                 expected = parallel_pipe.shippable(v)
                 assert got is None or got == expected
                 if got:
-                    link = parallel_pipe._Link(-1, 1 << 30)
+                    link = parallel_pipe._Link(parallel._Sink(-1), 1 << 30)
                     link.buf += b"prefix"
                     link.streams.add(v.stream)          # (known: no endpoints record)
                     link.exchange(v)
