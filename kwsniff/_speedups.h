@@ -98,6 +98,10 @@ PyObject *defer_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 extern const char defer_request_doc[], defer_response_doc[];
 
 /* _speedups_conv.c: the paired path of a conversation (kwsniff.kafka.conversation) */
+/* d[key] = d.get(key, 0) + 1; 0 or -1 */
+int count_in(PyObject *d, PyObject *key);
+/* the int slot at ``off`` of obj += n (NULL: 1); 0 or -1 */
+int add_to_slot(PyObject *obj, Py_ssize_t off, PyObject *n);
 PyObject *conv_setup(PyObject *self, PyObject *args);
 PyObject *conv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *conv_taken(PyObject *self, PyObject *unused);

@@ -276,12 +276,14 @@ static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *v) {
     Py_XSETREF(SLOT(obj, off), Py_NewRef(v));
 }
 
-/* d[key] = d.get(key, 0) + 1 for a conv; 0 or -1. */
-static int count_in(PyObject *d, PyObject *key) {
+/* Declared in _speedups.h; also the engine's RunSummary counters. */
+int count_in(PyObject *d, PyObject *key) {
     PyObject *old = PyDict_GetItemWithError(d, key);
     if (old == NULL && PyErr_Occurred())
         return -1;
-    PyObject *n = old == NULL ? Py_NewRef(one) : PyNumber_Add(old, one);
+    PyObject *n = PyLong_FromLong(1);     /* CPython's cached small int: no allocation */
+    if (n != NULL && old != NULL)
+        Py_SETREF(n, PyNumber_Add(old, n));
     if (n == NULL)
         return -1;
     int r = PyDict_SetItem(d, key, n);
@@ -289,14 +291,17 @@ static int count_in(PyObject *d, PyObject *key) {
     return r;
 }
 
-/* obj.slot += n (an int slot); 0 or -1. */
-static int add_to_slot(PyObject *obj, Py_ssize_t off, PyObject *n) {
+int add_to_slot(PyObject *obj, Py_ssize_t off, PyObject *n) {
     PyObject *old = SLOT(obj, off);
     if (old == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "conv_frames: an unset counter");
+        PyErr_SetString(PyExc_AttributeError, "kwsniff._speedups: an unset int counter");
         return -1;
     }
-    PyObject *v = PyNumber_Add(old, n);
+    PyObject *by = n != NULL ? Py_NewRef(n) : PyLong_FromLong(1);
+    if (by == NULL)
+        return -1;
+    PyObject *v = PyNumber_Add(old, by);
+    Py_DECREF(by);
     if (v == NULL)
         return -1;
     Py_SETREF(SLOT(obj, off), v);

@@ -38,7 +38,6 @@ static PyObject *e_attr[E_N];
 static PyObject *s_state, *s_index, *m_feed, *m_settled, *m_sweep, *m_release;
 static PyObject *c_kafka, *c_kafka07, *sweep_interval, *bound_feed, *bound_release,
                 *bound_count;
-static PyObject *int_zero, *int_one;
 static PyObject *m_count, *m_drain, *s_status, *s_request, *s_response, *s_inferred;
 static unsigned int feed_version;
 
@@ -86,9 +85,6 @@ PyObject *engine_setup(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "engine_setup: the engine has no _feed");
         return NULL;
     }
-    if (int_one == NULL && ((int_zero = PyLong_FromLong(0)) == NULL
-                            || (int_one = PyLong_FromLong(1)) == NULL))
-        return NULL;
     PyObject *release = _PyType_Lookup((PyTypeObject *)et, m_release);
     PyObject *count = _PyType_Lookup((PyTypeObject *)st, m_count);
     if (release == NULL || count == NULL) {
@@ -138,20 +134,6 @@ static int raise_slot(PyObject *obj, Py_ssize_t off, PyObject *value, int if_non
     return 0;
 }
 
-/* slot += 1 for an int slot; 0 or -1 */
-static int add_one(PyObject *obj, Py_ssize_t off) {
-    PyObject *cur = SLOT(obj, off);
-    if (cur == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "engine_data: an unset summary counter");
-        return -1;
-    }
-    PyObject *next = PyNumber_Add(cur, int_one);
-    if (next == NULL)
-        return -1;
-    Py_SETREF(SLOT(obj, off), next);
-    return 0;
-}
-
 /* RunSummary.count(ex) for an exchange; 0 or -1 */
 static int count_exchange(PyObject *summary, PyObject *ex) {
     PyObject *counts = SLOT(summary, rs_off[RS_EXCHANGES]);
@@ -164,29 +146,20 @@ static int count_exchange(PyObject *summary, PyObject *ex) {
         PyErr_SetString(PyExc_TypeError, "engine_data: the summary's exchanges is not a dict");
         goto done;
     }
-    /* exchanges[status] = exchanges.get(status, 0) + 1 */
-    PyObject *had = PyDict_GetItemWithError(counts, status);
-    if (had == NULL && PyErr_Occurred())
-        goto done;
-    PyObject *next = PyNumber_Add(had != NULL ? had : int_zero, int_one);
-    if (next == NULL)
-        goto done;
-    int bad = PyDict_SetItem(counts, status, next);
-    Py_DECREF(next);
-    if (bad < 0 || add_one(summary, rs_off[RS_TOTAL]) < 0)
+    if (count_in(counts, status) < 0 || add_to_slot(summary, rs_off[RS_TOTAL], NULL) < 0)
         goto done;
     if ((req = PyObject_GetAttr(ex, s_request)) == NULL)
         goto done;
-    if (req != Py_None && add_one(summary, rs_off[RS_REQUESTS]) < 0)
+    if (req != Py_None && add_to_slot(summary, rs_off[RS_REQUESTS], NULL) < 0)
         goto done;
     if ((resp = PyObject_GetAttr(ex, s_response)) == NULL)
         goto done;
     if (resp != Py_None) {
-        if (add_one(summary, rs_off[RS_RESPONSES]) < 0
+        if (add_to_slot(summary, rs_off[RS_RESPONSES], NULL) < 0
                 || (inferred = PyObject_GetAttr(resp, s_inferred)) == NULL)
             goto done;
         int yes = PyObject_IsTrue(inferred);
-        if (yes < 0 || (yes && add_one(summary, rs_off[RS_INFERRED]) < 0))
+        if (yes < 0 || (yes && add_to_slot(summary, rs_off[RS_INFERRED], NULL) < 0))
             goto done;
     }
     rc = 0;
