@@ -50,6 +50,7 @@
  *                relative times (None where the method must make the line;
  *                _speedups_line.c)
  *  pipe_ship     the decode -j 2 pipeline's shipping of an exchange
+ *  pipe_take     ... and the render worker's exchange of a shipped record
  *                (kwsniff.commands.parallel_pipe; _speedups_pipe.c)
  *  decode_fields the generated message decoders (kwsniff.kafka.protocol.codegen) run from
  *                a program of the same schema rows (kwsniff.kafka.protocol.cprogram);
@@ -65,7 +66,7 @@
 
 /* Bump when a function's signature or meaning changes; kwsniff.accel ignores a module
  * built from another version (a stale build never silently changes behaviour). */
-#define SPEEDUPS_VERSION 21
+#define SPEEDUPS_VERSION 22
 
 /* pcap_batch statuses */
 #define ST_END 0      /* fewer bytes left than a whole record: the walk stops here */
@@ -2548,6 +2549,9 @@ static PyMethodDef methods[] = {
      summary_line_doc},
     {"pipe_setup", pipe_setup, METH_VARARGS, pipe_setup_doc},
     {"pipe_ship", (PyCFunction)(void (*)(void))pipe_ship, METH_FASTCALL, pipe_ship_doc},
+    {"pipe_take", (PyCFunction)(void (*)(void))pipe_take, METH_FASTCALL, pipe_take_doc},
+    {"format_fixed", (PyCFunction)(void (*)(void))format_fixed, METH_FASTCALL,
+     format_fixed_doc},
     {"msg_setup", msg_setup, METH_VARARGS,
      "msg_setup(message_type, fields): bind defer_request/defer_response to KafkaMessage"},
     {"defer_request", (PyCFunction)(void (*)(void))defer_request, METH_FASTCALL,

@@ -33,6 +33,37 @@ static inline int small_int(PyObject *v, long long *out) {
     return 0;
 }
 
+/* ``v`` in decimal into ``out`` (at least 24 bytes, NUL-terminated), right-aligned in
+   ``width`` (0: none), as "%*lld" writes it; returns the length. */
+static inline int put_decimal(char *out, long long v, int width) {
+    char digits[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        digits[n++] = '-';
+    int len = 0;
+    for (int pad = width - n; pad > 0; pad--)
+        out[len++] = ' ';
+    while (n > 0)
+        out[len++] = digits[--n];
+    out[len] = '\0';
+    return len;
+}
+
+/* ``x`` as Python formats f"{x:.{prec}f}" (correctly rounded, ties to even, the sign of
+   a negative zero kept) into ``out`` (at least 48 bytes, NUL-terminated), for
+   0 <= prec <= 9; returns the length, or -1 (nothing written) where the caller must
+   use PyOS_double_to_string: not finite, |x| >= 2**53, or more than 19 digits. The
+   value is m / 2**shift exactly (m < 2**53): m * 10**prec (< 2**83) is divided by
+   2**shift in 128-bit arithmetic and rounded on the exact remainder. */
+int put_fixed_exact(char *out, double x, int prec);
+PyObject *format_fixed(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char format_fixed_doc[];
+
 /* An object slot at a byte offset (found by bind_classes). */
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
@@ -85,6 +116,8 @@ PyObject *pipe_setup(PyObject *self, PyObject *args);
 extern const char pipe_setup_doc[];
 PyObject *pipe_ship(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char pipe_ship_doc[];
+PyObject *pipe_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char pipe_take_doc[];
 
 /* _speedups.c: (batches, records) of a record set of complete magic-2 batches with
    matching CRC-32Cs (what v2_set_stats returns); 0 for anything else */

@@ -51,27 +51,32 @@ static int put_ascii(_PyUnicodeWriter *w, const char *s) {
 
 static int put_ll(_PyUnicodeWriter *w, long long v) {
     char buf[32];
-    PyOS_snprintf(buf, sizeof buf, "%lld", v);
-    return put_ascii(w, buf);
+    int n = put_decimal(buf, v, 0);
+    return _PyUnicodeWriter_WriteASCIIString(w, buf, n);
 }
 
 /* human_bytes(n) */
 static int put_bytes(_PyUnicodeWriter *w, long long n) {
     if (n < 1024) {
         char buf[40];
-        PyOS_snprintf(buf, sizeof buf, "%lld B", n);
-        return put_ascii(w, buf);
+        int len = put_decimal(buf, n, 0);
+        buf[len++] = ' ';
+        buf[len++] = 'B';
+        return _PyUnicodeWriter_WriteASCIIString(w, buf, len);
     }
     static const char *units[4] = {"KiB", "MiB", "GiB", "TiB"};
     double value = (double)n;
     for (int i = 0; i < 4; i++) {
         value /= 1024.0;
         if (value < 1024 || i == 3) {
-            char *text = PyOS_double_to_string(value, 'f', 1, 0, NULL);
-            if (text == NULL)
+            char exact[48];
+            char *text = exact;
+            if (put_fixed_exact(exact, value, 1) < 0
+                    && (text = PyOS_double_to_string(value, 'f', 1, 0, NULL)) == NULL)
                 return -1;
             int r = put_ascii(w, text);
-            PyMem_Free(text);
+            if (text != exact)
+                PyMem_Free(text);
             if (r < 0 || _PyUnicodeWriter_WriteChar(w, ' ') < 0)
                 return -1;
             return put_ascii(w, units[i]);

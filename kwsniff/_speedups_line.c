@@ -50,15 +50,18 @@ static int put_ascii(_PyUnicodeWriter *w, const char *s) {
 /* a float formatted like f"{x:.{prec}f}" right-aligned in ``width`` (0: none), then
    ``suffix`` */
 static int put_fixed(_PyUnicodeWriter *w, double x, int prec, int width, const char *suffix) {
-    char *text = PyOS_double_to_string(x, 'f', prec, 0, NULL);
-    if (text == NULL)
+    char exact[48];
+    char *text = exact;
+    if (put_fixed_exact(exact, x, prec) < 0
+            && (text = PyOS_double_to_string(x, 'f', prec, 0, NULL)) == NULL)
         return -1;
     int r = 0;
     for (int pad = width - (int)strlen(text); r == 0 && pad > 0; pad--)
         r = _PyUnicodeWriter_WriteChar(w, ' ');
     if (r == 0)
         r = put_ascii(w, text);
-    PyMem_Free(text);
+    if (text != exact)
+        PyMem_Free(text);
     if (r == 0 && suffix != NULL)
         r = put_ascii(w, suffix);
     return r;
@@ -75,6 +78,14 @@ static PyObject *cached(PyObject *cache, PyObject *key) {
 
 /* whether every character of ``s`` is printable (str.isprintable) */
 static int printable(PyObject *s) {
+    if (PyUnicode_IS_ASCII(s)) {
+        const unsigned char *a = PyUnicode_1BYTE_DATA(s);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (a[i] < 0x20 || a[i] == 0x7f)
+                return 0;
+        return 1;
+    }
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
@@ -187,17 +198,23 @@ static int make_line(_PyUnicodeWriter *w, PyObject *fmt, PyObject *ex, PyObject 
 
     /* f"{index:5d}", f"{when:>10.6f}", route, client, api, #corr, latency, digest */
     char buf[48];
-    PyOS_snprintf(buf, sizeof buf, "%5lld ", index);
-    if (put_ascii(w, buf) < 0 || put_fixed(w, when, 6, 10, " ") < 0
+    int n = put_decimal(buf, index, 5);
+    buf[n++] = ' ';
+    if (_PyUnicodeWriter_WriteASCIIString(w, buf, n) < 0 || put_fixed(w, when, 6, 10, " ") < 0
             || _PyUnicodeWriter_WriteStr(w, route) < 0 || _PyUnicodeWriter_WriteChar(w, ' ') < 0
             || _PyUnicodeWriter_WriteStr(w, client) < 0 || _PyUnicodeWriter_WriteChar(w, ' ') < 0
             || _PyUnicodeWriter_WriteStr(w, api) < 0)
         return -1;
-    if (o[CORR] == Py_None)
+    if (o[CORR] == Py_None) {
         strcpy(buf, " #- ");
-    else
-        PyOS_snprintf(buf, sizeof buf, " #%lld ", corr);
-    if (put_ascii(w, buf) < 0)
+        n = 4;
+    } else {
+        buf[0] = ' ';
+        buf[1] = '#';
+        n = 2 + put_decimal(buf + 2, corr, 0);
+        buf[n++] = ' ';
+    }
+    if (_PyUnicodeWriter_WriteASCIIString(w, buf, n) < 0)
         return -1;
     int r;
     if (resp == Py_None)                    /* format_latency */
@@ -242,4 +259,74 @@ PyObject *summary_line(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         Py_RETURN_NONE;
     }
     return _PyUnicodeWriter_Finish(&w);
+}
+
+int put_fixed_exact(char *out, double x, int prec) {
+    static const uint64_t p10[10] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL,
+                                     1000000ULL, 10000000ULL, 100000000ULL, 1000000000ULL};
+    if (!isfinite(x) || prec < 0 || prec > 9)
+        return -1;
+    int neg = signbit(x) != 0;
+    double ax = fabs(x);
+    if (ax >= 9007199254740992.0)           /* 2**53 */
+        return -1;
+    uint64_t q = 0;
+    if (ax != 0.0) {
+        int e;
+        double f = frexp(ax, &e);           /* ax = f * 2**e, 0.5 <= f < 1 */
+        uint64_t m = (uint64_t)ldexp(f, 53);    /* exact: ax = m / 2**(53 - e) */
+        int shift = 53 - e;                 /* >= 0, as ax < 2**53 */
+        unsigned __int128 n = (unsigned __int128)m * p10[prec];
+        if (shift < 128) {
+            unsigned __int128 whole = n >> shift;
+            unsigned __int128 rem = shift ? n & ((((unsigned __int128)1) << shift) - 1) : 0;
+            unsigned __int128 half = shift ? ((unsigned __int128)1) << (shift - 1) : 1;
+            if (shift && (rem > half || (rem == half && (whole & 1))))
+                whole++;
+            if (whole > (unsigned __int128)9999999999999999999ULL)
+                return -1;
+            q = (uint64_t)whole;
+        }   /* (else n / 2**shift < 2**-44: it rounds to 0) */
+    }
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + q % 10);
+        q /= 10;
+    } while (q != 0);
+    while (n <= prec)               /* at least one digit before the point */
+        digits[n++] = '0';
+    int len = 0;
+    if (neg)
+        out[len++] = '-';
+    while (n > prec)
+        out[len++] = digits[--n];
+    if (prec > 0) {
+        out[len++] = '.';
+        while (n > 0)
+            out[len++] = digits[--n];
+    }
+    out[len] = '\0';
+    return len;
+}
+
+const char format_fixed_doc[] =
+    "format_fixed(x, prec) -> str: f'{x:.{prec}f}' as the C lines make it (for tests)";
+
+PyObject *format_fixed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyFloat_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "format_fixed(x: float, prec: int)");
+        return NULL;
+    }
+    long prec = PyLong_AsLong(args[1]);
+    if (prec < 0 || prec > 9) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "format_fixed: prec from 0 to 9");
+        return NULL;
+    }
+    char out[48];
+    if (put_fixed_exact(out, PyFloat_AS_DOUBLE(args[0]), (int)prec) < 0)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(out);
 }

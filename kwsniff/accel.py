@@ -14,7 +14,7 @@ import os
 from types import ModuleType
 
 #: the C module version this source was written against (SPEEDUPS_VERSION in the .c)
-EXPECTED_VERSION = 21
+EXPECTED_VERSION = 22
 
 
 def _load() -> tuple[ModuleType | None, str]:

@@ -29,7 +29,7 @@ Contract:
 * The render worker (:func:`render_work`) has no engine: it decodes each shipped
   exchange's frames again with the same deferred decoders (the same messages the engine
   made; it fails loudly, exit status 70, if they differ in what it checks), sets their
-  timestamps, and renders it through its own Selection and summary lane. What the line
+  timestamps (:func:`take_record`, or the accelerator's ``pipe_take``), and renders it through its own Selection and summary lane. What the line
   reads of an exchange (index, endpoints, client id, API, correlation id, timestamps,
   bodies, problems) is then what one process reads; a lane decline completes the bodies
   with a fresh annotate context, which for those APIs and versions holds nothing the
@@ -47,6 +47,7 @@ from typing import Any
 
 from kwsniff.accel import speedups as _speedups
 from kwsniff.commands.decode import engine_options, use_lane
+from kwsniff.kafka import decoding as _decoding
 from kwsniff.kafka.decoding import DEFERRABLE_APIS, decode_request, decode_response
 from kwsniff.kafka.model import PAIRED, Exchange, KafkaMessage
 from kwsniff.output.pipeline import Selection
@@ -115,6 +116,9 @@ def _bind_ship() -> Any:
 
 
 _PIPE_SHIP = _bind_ship()
+#: the accelerator's exchange of an _X record (``pipe_take``: as render_work makes it,
+#: or None where the Python code decides), bound with pipe_ship
+_PIPE_TAKE = getattr(_speedups, "pipe_take", None) if _PIPE_SHIP is not None else None
 
 
 class _Link:
@@ -188,6 +192,25 @@ def _records(fd: int, before_wait: Callable[[], None]
             del buf[:pos]
             pos = 0
         buf += data
+
+
+def take_record(buf: bytearray, start: int, end: int,
+                ends: dict[int, tuple[tuple[str, int], tuple[str, int]]]) -> Exchange:
+    """The exchange of the ``_X`` record ``buf[start:end]`` (its frames decoded again,
+    deferred; ``ends``: the streams' endpoints); RuntimeError if a frame does not decode
+    as the engine worker's did. (``pipe_take`` makes the same exchange in C.)"""
+    index, stream, req_ts, resp_ts, n = _EXCHANGE.unpack_from(buf, start)
+    at = start + _EXCHANGE.size
+    req = decode_request(bytes(buf[at:at + n]), True, True)
+    resp = decode_response(bytes(buf[at + n:end]), req.api_key,    # type: ignore[arg-type]
+                           req.api_version, True, True)            # type: ignore[arg-type]
+    if req.deferred is None or resp.deferred is None or req.problems or resp.problems:
+        raise RuntimeError(f"exchange {index} did not decode again as the engine worker "
+                           "decoded it")
+    req.ts_last = req_ts
+    resp.ts_last = resp_ts
+    client, broker = ends[stream]
+    return Exchange(index, stream, client, broker, PAIRED, req, resp)
 
 
 def engine_work(args: argparse.Namespace, palette: Any, link_sink: Any, send: Callable,
@@ -275,25 +298,15 @@ def render_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
     append = parts.append
     ends: dict[int, tuple[tuple[str, int], tuple[str, int]]] = {}
     final: dict[str, Any] = {}
-    unpack = _EXCHANGE.unpack_from
-    size = _EXCHANGE.size
+    take = _PIPE_TAKE
+    req_plans, resp_plans = _decoding._REQUEST_PLANS, _decoding._RESPONSE_PLANS
 
     def exchanges() -> Iterator[Exchange]:
         for kind, buf, start, end in _records(link_fd, flush):
             if kind == _X:
-                index, stream, req_ts, resp_ts, n = unpack(buf, start)
-                at = start + size
-                req = decode_request(bytes(buf[at:at + n]), True, True)
-                resp = decode_response(bytes(buf[at + n:end]), req.api_key,  # type: ignore
-                                       req.api_version, True, True)      # type: ignore
-                if req.deferred is None or resp.deferred is None or req.problems \
-                        or resp.problems:
-                    raise RuntimeError(f"exchange {index} did not decode again as the "
-                                       "engine worker decoded it")
-                req.ts_last = req_ts
-                resp.ts_last = resp_ts
-                client, broker = ends[stream]
-                yield Exchange(index, stream, client, broker, PAIRED, req, resp)
+                ex = take(buf, start, end, req_plans, resp_plans, ends) \
+                    if take is not None else None
+                yield ex if ex is not None else take_record(buf, start, end, ends)
             elif kind == _T:
                 parts.append(bytes(buf[start:end]))
             elif kind == _E:

@@ -162,6 +162,7 @@ def test_a_failing_worker_is_reported(capsys: pytest.CaptureFixture[str],
             return msg
 
         monkeypatch.setattr(parallel_pipe, "decode_request", decode)
+        monkeypatch.setattr(parallel_pipe, "_PIPE_TAKE", None)      # (the Python path)
     code, out, err = _run(capsys, ["decode", "-j", "2", str(CODECS)])
     assert code == 70
     if where == "engine":
@@ -240,3 +241,62 @@ def test_the_c_shipping_is_the_python_shipping() -> None:
                 elif got is False:
                     assert c_buf == b"prefix"
     assert made > 50
+
+
+def _fields(obj: Any) -> Any:
+    """A dataclass instance's fields, recursively (messages and exchanges compared)."""
+    import dataclasses
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return (type(obj), tuple((f.name, _fields(getattr(obj, f.name)))
+                                 for f in dataclasses.fields(obj)))
+    if isinstance(obj, (list, tuple)):
+        return (type(obj), tuple(_fields(v) for v in obj))
+    return obj
+
+
+@pytest.mark.skipif(parallel_pipe._PIPE_TAKE is None, reason="needs the C accelerator")
+def test_the_c_take_is_the_python_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pipe_take: the exchange take_record makes of every shipped record of every
+    capture, or None (and then take_record decides) for plans not learnt, unknown
+    streams, short or damaged records."""
+    from kwsniff.kafka import decoding
+    take = parallel_pipe._PIPE_TAKE
+    made = declined = 0
+    for pcap in PCAPS:
+        engine = Engine(EngineOptions(defer_bodies=True))
+        with open_capture(str(pcap)) as source:
+            exchanges = [ex for ex in engine.run(source) if parallel_pipe.shippable(ex)]
+        for ex in exchanges:
+            link = parallel_pipe._Link(parallel._Sink(-1), 1 << 30)
+            link.buf += b"prefix"
+            link.streams.add(ex.stream)
+            link.exchange(ex)
+            buf = link.buf
+            start, end = len(b"prefix") + 5, len(buf)
+            ends = {ex.stream: (ex.client, ex.broker)}
+            plans = (decoding._REQUEST_PLANS, decoding._RESPONSE_PLANS)
+            python = parallel_pipe.take_record(buf, start, end, ends)
+            got = take(buf, start, end, *plans, ends)
+            if got is None:         # (a plan the decoders learn on first use)
+                declined += 1
+                got = take(buf, start, end, *plans, ends)
+            assert got is not None and _fields(got) == _fields(python)
+            assert got.request.deferred == python.request.deferred
+            made += 1
+            # where the Python code decides: None, nothing changed
+            assert take(buf, start, end, {}, plans[1], ends) is None
+            assert take(buf, start, end, plans[0], {}, ends) is None
+            assert take(buf, start, end, *plans, {}) is None
+            assert take(buf, start, start + 20, *plans, ends) is None
+            assert take(buf, start, end + 1, *plans, ends) is None
+            cut = bytearray(buf)
+            cut[start + 32:start + 36] = (end - start).to_bytes(4, "little")
+            assert take(cut, start, end, *plans, ends) is None
+            damaged = bytearray(buf)
+            n = int.from_bytes(buf[start + 32:start + 36], "little")
+            damaged[start + 36 + n - 1:start + 36 + n] = b""      # the request cut short
+            got = take(damaged, start, end - 1, *plans, ends)
+            if got is not None:
+                assert _fields(got) == _fields(
+                    parallel_pipe.take_record(damaged, start, end - 1, ends))
+    assert made > 50 and declined <= 20

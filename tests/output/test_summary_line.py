@@ -124,6 +124,10 @@ def test_edges() -> None:
     check(lambda ex: setattr(ex.request, "client_id", None), True)
     check(lambda ex: setattr(ex.request, "client_id", "bad\nid"), True)
     check(lambda ex: setattr(ex, "index", 1234567), True)
+    for value in (0, 7, 10, 99999, 100000, -1, -2147483648, 2147483647, (1 << 63) - 1,
+                  -(1 << 63)):
+        check(lambda ex, v=value: setattr(ex.request, "correlation_id", v), True)
+        check(lambda ex, v=value: setattr(ex, "index", v), True)
     check(lambda ex: setattr(ex, "response", None), True)
     check(lambda ex: setattr(ex, "request", None), False)
     check(lambda ex: setattr(ex, "problems", ["a problem"]), False)
@@ -168,3 +172,41 @@ def test_coloured_and_absolute_lines_are_unchanged() -> None:
                                                                               start_ts=first)):
         line = fmt.format(ex, facts)
         assert line == python_line(fmt, ex, facts)
+
+
+def test_fixed_point_text_is_pythons() -> None:
+    """The C lines' fixed-point numbers (times, latencies, sizes: ``put_fixed_exact``,
+    seen through ``format_fixed``) are Python's f"{x:.{p}f}": random doubles of every
+    magnitude, decimal fractions near rounding ties, and the edges."""
+    import random
+    import struct
+
+    from kwsniff.accel import speedups
+    fixed = speedups.format_fixed
+    rnd = random.Random(12)
+    values = [0.0, -0.0, 0.5, 1.5, 2.5, 0.125, 0.375, 1e-9, -1e-9, 9.9999995, 0.005,
+              1023.95, 2.0 ** 52, 2.0 ** 53 - 1, 5e-324, -5e-324, 123456789.123456789]
+    for _ in range(20000):
+        k = rnd.random()
+        if k < 0.3:
+            v = struct.unpack("<d", rnd.getrandbits(64).to_bytes(8, "little"))[0]
+        elif k < 0.6:
+            v = rnd.uniform(-1e4, 1e4)
+        elif k < 0.8:       # (near ties once scaled)
+            v = rnd.randint(-10 ** 7, 10 ** 7) / 10 ** rnd.randint(0, 9) \
+                + rnd.choice([0, 5e-7, 5e-3, 0.05])
+        else:
+            v = rnd.randint(0, 2 ** 53) / 2 ** rnd.randint(0, 60)
+        values.append(v)
+    made = 0
+    for v in values:
+        for p in range(10):
+            got = fixed(v, p)
+            if got is None:     # (then PyOS_double_to_string formats it)
+                assert not math.isfinite(v) or abs(v) >= 2 ** 53 or abs(v) * 10 ** p >= 1e18
+                continue
+            assert got == f"{v:.{p}f}", (v, p)
+            made += 1
+    assert made > len(values) * 7
+    for v in (math.inf, -math.inf, math.nan, 2.0 ** 53, 1e300):
+        assert fixed(v, 3) is None
