@@ -54,9 +54,11 @@ from kwsniff.output.pipeline import Selection
 from kwsniff.output.summary import SummaryFormatter
 
 #: one block of every SHARE is rendered by the engine worker, the rest by the other one
-#: (CPU samples of the two workers on 300,000 chatty packets: 16 -> 1,184 and 1,033,
-#: 32 -> 1,013 and 1,049; the busier one sets the wall time)
-SHARE = 32
+#: (the busier worker sets the wall time. CPU samples of the two on 300,000 chatty
+#: packets: 16 -> 1,184 and 1,033, 32 -> 1,013 and 1,049. Since the render worker makes
+#: its exchanges in C the engine worker is the busier: on the whole chatty capture,
+#: 32 -> 1,032 and 874, 1,024 -> 895 and 821)
+SHARE = 1024
 #: streams whose endpoints the render worker keeps (the engine worker sends them again
 #: after both forget them)
 MAX_STREAMS = 1 << 16
