@@ -131,6 +131,8 @@ PyObject *defer_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 extern const char defer_request_doc[], defer_response_doc[];
 
 /* _speedups_conv.c: the paired path of a conversation (kwsniff.kafka.conversation) */
+/* the number of names in a class's __slots__, or -1 with an error */
+Py_ssize_t slot_count(PyObject *cls);
 /* d[key] = d.get(key, 0) + 1; 0 or -1 */
 int count_in(PyObject *d, PyObject *key);
 /* the int slot at ``off`` of obj += n (NULL: 1); 0 or -1 */

@@ -131,7 +131,7 @@ static int intern_all(void) {
 }
 
 /* The number of names in a class's __slots__, or -1 with an error. */
-static Py_ssize_t slot_count(PyObject *cls) {
+Py_ssize_t slot_count(PyObject *cls) {
     PyObject *slots = PyObject_GetAttrString(cls, "__slots__");
     if (slots == NULL)
         return -1;

@@ -47,11 +47,7 @@ PyObject *msg_setup(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &type, &PyTuple_Type, &fields))
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(fields);
-    PyObject *slots = PyObject_GetAttrString(type, "__slots__");
-    if (slots == NULL)
-        return NULL;
-    Py_ssize_t declared = PySequence_Size(slots);
-    Py_DECREF(slots);
+    Py_ssize_t declared = slot_count(type);
     if (declared < 0)
         return NULL;
     if (n > MSG_MAX_SLOTS || n != declared) {

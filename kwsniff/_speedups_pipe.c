@@ -18,8 +18,7 @@
  * with ``ends[stream] == (client, broker)``), or None wherever that code must decide
  * (a plan not learnt yet, a message that is not deferred or has problems, a stream
  * without endpoints, a short record, any error), having changed nothing. pipe_setup
- * checks that
- * the exchange class has no slot besides the nine this file sets.
+ * checks that the exchange class has no slot besides the nine this file sets.
  */
 #include "_speedups.h"
 
@@ -47,11 +46,7 @@ PyObject *pipe_setup(PyObject *self, PyObject *args) {
         return NULL;
     const Binding b[2] = {{xt, x_slots, X_N, x_off, &x_type},
                           {mt, m_slots, M_N, m_off, &m_type}};
-    PyObject *slots = PyObject_GetAttrString(xt, "__slots__");
-    if (slots == NULL)
-        return NULL;
-    Py_ssize_t nslots = PySequence_Size(slots);
-    Py_DECREF(slots);
+    Py_ssize_t nslots = slot_count(xt);
     if (nslots < 0)
         return NULL;
     if (nslots != X_N) {

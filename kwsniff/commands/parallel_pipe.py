@@ -29,11 +29,12 @@ Contract:
 * The render worker (:func:`render_work`) has no engine: it decodes each shipped
   exchange's frames again with the same deferred decoders (the same messages the engine
   made; it fails loudly, exit status 70, if they differ in what it checks), sets their
-  timestamps (:func:`take_record`, or the accelerator's ``pipe_take``), and renders it through its own Selection and summary lane. What the line
-  reads of an exchange (index, endpoints, client id, API, correlation id, timestamps,
-  bodies, problems) is then what one process reads; a lane decline completes the bodies
-  with a fresh annotate context, which for those APIs and versions holds nothing the
-  run's would (no topic ids, no SASL).
+  timestamps (:func:`take_record`, or the accelerator's ``pipe_take``), and renders it
+  through its own Selection and summary lane. What the line reads of an exchange
+  (index, endpoints, client id, API, correlation id, timestamps, bodies, problems) is
+  then what one process reads; a lane decline completes the bodies with a fresh
+  annotate context, which for those APIs and versions holds nothing the run's would
+  (no topic ids, no SASL).
 """
 
 from __future__ import annotations
