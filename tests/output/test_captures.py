@@ -21,8 +21,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kwsniff.cli import main
 from kwsniff.output.jsonl import decode_bytes
+
+from cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PCAPS = ROOT / "pcaps"
@@ -44,10 +45,7 @@ def _ports(manifest: Path) -> list[str]:
     return [arg for p in ports for arg in ("-p", str(p))]
 
 
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+_run = run_cli
 
 
 def _golden(name: str, text: str) -> None:

@@ -12,16 +12,15 @@ import pytest
 
 from kwsniff.cli import main
 
+from cli_run import run_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 ACKS = ROOT / "pcaps" / "rdkafka-acks.pcap"
 needs_capture = pytest.mark.skipif(not ACKS.exists(), reason="pcaps/rdkafka-acks.pcap missing")
 PORT = ["-p", "19292"]
 
 
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+_run = run_cli
 
 
 @pytest.mark.parametrize("command", ["decode", "export", "stats"])

@@ -19,6 +19,8 @@ from kwsniff.cli import main
 from kwsniff.commands import parallel
 from kwsniff.output.summary import SummaryFormatter
 
+from cli_run import run_cli, time_limit
+
 ROOT = Path(__file__).resolve().parents[2]
 PCAPS = sorted((ROOT / "pcaps").glob("*.pcap"))
 TANSU = ROOT / "pcaps" / "tansu-admin.pcap"
@@ -32,21 +34,11 @@ def _small_blocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Blocks of 1 and 3 exchanges interleave the workers on small captures; a test
     that hangs fails after a minute instead of blocking the suite."""
     monkeypatch.setattr(parallel, "BLOCK", 1)
-
-    def too_long(*_: object) -> None:
-        raise TimeoutError("decode -j hangs")
-
-    old = signal.signal(signal.SIGALRM, too_long)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with time_limit(60, "decode -j hangs"):
+        yield
 
 
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+_run = run_cli
 
 
 def _same(capsys: pytest.CaptureFixture[str], argv: list[str], jobs: int) -> str:

@@ -6,7 +6,6 @@ where it may be; failures of either worker reported like the other mode's."""
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,11 @@ from typing import Any
 import pytest
 
 from kwsniff.capture import open_capture
-from kwsniff.cli import main
 from kwsniff.commands import parallel, parallel_pipe
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.output.skim import SummaryLane
+
+from cli_run import run_cli, time_limit
 
 ROOT = Path(__file__).resolve().parents[2]
 PCAPS = sorted((ROOT / "pcaps").glob("*.pcap"))
@@ -33,20 +33,11 @@ LANE = SummaryLane.available()
 @pytest.fixture(autouse=True)
 def _bounded() -> Iterator[None]:
     """A test that hangs fails after a minute instead of blocking the suite."""
-    def too_long(*_: object) -> None:
-        raise TimeoutError("decode -j 2 hangs")
-
-    old = signal.signal(signal.SIGALRM, too_long)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with time_limit(60, "decode -j 2 hangs"):
+        yield
 
 
-def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+_run = run_cli
 
 
 def _marker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
