@@ -1,17 +1,19 @@
 """Build hook for the optional compiled parts (everything else is in pyproject.toml).
 
-* ``kwsniff._speedups``: the C accelerator. Optional: without a C compiler the build
-  goes on without it and kwsniff runs its pure-Python path, with identical results
-  (see kwsniff/accel.py).
-* Cython builds of the hot-path modules listed in kwsniff/_compiled.py, compiled from
-  their unchanged source. Optional too: without Cython or a compiler, or when one
-  fails to build, that module runs from its source. The build records the SHA-256 of
-  each source it compiled in kwsniff/_compiled_manifest.json; kwsniff runs a compiled
-  module only while its source still has that hash (an edited module runs from source
-  until the next ``pip install -e .``).
+Both kinds are listed in kwsniff/_compiled.py and both are optional: without a C
+compiler (or Cython), or when one fails to build, kwsniff runs that part from its
+Python source, with identical results.
+
+* KERNELS: the hand-written C kernels, each in the folder of the layer it serves.
+* MODULES: Cython builds of the hot-path modules from their unchanged ``.py`` source,
+  typed by the ``.pxd`` beside the module where there is one.
+
+The build records the SHA-256 of what each extension was compiled from in
+kwsniff/_compiled_manifest.json; kwsniff runs a compiled module or kernel only while
+its files still have that hash (an edited one runs from source until the next
+``pip install -e .``).
 """
 
-import hashlib
 import json
 import os
 import runpy
@@ -22,12 +24,25 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.abspath(__file__))
 _compiled = runpy.run_path(os.path.join(HERE, "kwsniff", "_compiled.py"))
 MODULES = _compiled["MODULES"]
+KERNELS = _compiled["KERNELS"]
+PKG = os.path.join(HERE, "kwsniff")
 MANIFEST = os.path.join(HERE, "kwsniff", "_compiled_manifest.json")
 
 
-def _sha256(path):
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
+def _kernel_extensions():
+    """The C kernels of KERNELS (with the hash of the files each is built from)."""
+    exts = []
+    for name, files in KERNELS.items():
+        sources = [f"kwsniff/{f}" for f in files if f.endswith(".c")]
+        headers = [f"kwsniff/{f}" for f in files if not f.endswith(".c")]
+        if not all(os.path.exists(os.path.join(HERE, f)) for f in sources + headers):
+            continue                        # (an incomplete checkout: runs from Python)
+        ext = Extension(name, sources, depends=headers, optional=True,
+                        include_dirs=sorted({os.path.dirname(h) for h in headers}),
+                        extra_compile_args=["-O2"])
+        ext.kwsniff_source_hash = _compiled["source_hash"](_compiled["kernel_files"](name, PKG))
+        exts.append(ext)
+    return exts
 
 
 def _cython_extensions():
@@ -42,7 +57,7 @@ def _cython_extensions():
     for name in MODULES:
         source = os.path.join(*name.split(".")) + ".py"
         ext = Extension(name, [source], optional=True, extra_compile_args=["-O2"])
-        ext.kwsniff_source_hash = _sha256(os.path.join(HERE, source))
+        ext.kwsniff_source_hash = _compiled["source_hash"](_compiled["module_files"](name, PKG))
         exts.append(ext)
     # annotation_typing off: the annotations stay documentation, as in the source
     built = cythonize(exts, language_level=3, build_dir="build/cython", quiet=True,
@@ -59,6 +74,8 @@ class BuildExt(build_ext):
 
     def run(self):
         self._built = {}
+        self._previous = _compiled["read_manifest"](MANIFEST) if self.inplace or getattr(
+            self, "editable_mode", False) else {}
         super().run()
         if self.inplace or getattr(self, "editable_mode", False):
             manifest = MANIFEST             # (beside the source the extensions run from)
@@ -73,6 +90,10 @@ class BuildExt(build_ext):
         source_hash = getattr(ext, "kwsniff_source_hash", None)
         if source_hash is not None:
             target = self.get_ext_fullpath(ext.name)
+            if (not self.force and os.path.exists(target)
+                    and self._previous.get(ext.name) == source_hash):
+                self._built[ext.name] = source_hash     # built from these very files
+                return
             if os.path.exists(target):      # never leave an older build behind a failure
                 os.remove(target)
         super().build_extension(ext)
@@ -81,13 +102,6 @@ class BuildExt(build_ext):
 
 
 setup(
-    ext_modules=[Extension("kwsniff._speedups",
-                           ["kwsniff/_speedups.c", "kwsniff/_speedups_decode.c",
-                            "kwsniff/_speedups_tcp.c", "kwsniff/_speedups_order.c",
-                            "kwsniff/_speedups_msg.c", "kwsniff/_speedups_conv.c",
-                            "kwsniff/_speedups_engine.c", "kwsniff/_speedups_lane.c",
-                            "kwsniff/_speedups_line.c", "kwsniff/_speedups_pipe.c"],
-                           depends=["kwsniff/_speedups.h"], optional=True,
-                           extra_compile_args=["-O2"])] + _cython_extensions(),
+    ext_modules=_kernel_extensions() + _cython_extensions(),
     cmdclass={"build_ext": BuildExt},
 )

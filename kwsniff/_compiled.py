@@ -1,21 +1,34 @@
-"""Which kwsniff modules run compiled (Cython builds of their own source), and the guard
-that keeps a stale build from running.
+"""Which kwsniff modules run compiled, and the guard that keeps a stale build from running.
 
-Contract:
+Two kinds of compiled code, both optional (without a compiler kwsniff runs from source,
+with identical results):
 
-* :data:`MODULES` names the hot-path modules that ``setup.py`` compiles with Cython when
-  it can (an optional build step, like the C accelerator). Each compiled module is
-  built from the unchanged ``.py`` file beside it, so it computes exactly what the
-  source computes; it only runs faster. The build records the SHA-256 of each source it
-  compiled in :data:`MANIFEST` (``_compiled_manifest.json`` beside this file), only for
-  modules whose extension was built.
+* :data:`MODULES`: hot-path Python modules that ``setup.py`` compiles with Cython from
+  their unchanged ``.py`` source, typed by the augmenting ``.pxd`` file beside the
+  module where there is one (Cython's pure-Python mode). The ``.py`` is the one source
+  of the behaviour; the build only makes it faster.
+* :data:`KERNELS`: hand-written C extensions that turn bytes into numbers and tuples
+  (pcap records, packet headers, the frame scan, record batches, the schema-program
+  field decoder). Each sits in the folder of the layer it serves, beside the Python
+  reference it must match, and knows nothing of wording, pairing or ordering. A layer
+  asks for its kernel with :func:`kernel` in one place and uses its Python reference
+  when that returns None.
+
+The build records the SHA-256 of each source it compiled in :data:`MANIFEST`
+(``_compiled_manifest.json`` beside this file): for a module the ``.py`` (and its
+``.pxd``), for a kernel its C files; only for extensions that were built.
 * :func:`install` (called by ``kwsniff/__init__.py`` before any submodule is imported)
   puts :class:`Guard` first on ``sys.meta_path``. For a module of :data:`MODULES` it
   lets the normal import (the extension module first) go ahead only when compiled
   modules are enabled and the ``.py`` beside it still has the recorded hash; otherwise
-  (``KWSNIFF_COMPILED=0``, ``KWSNIFF_PURE`` set, no manifest, the source edited since
+  (``KWSNIFF_PURE`` set, no manifest, the source edited since
   the build) it imports the ``.py`` source, so an edit is never shadowed by an old
   build. Modules not in :data:`MODULES` are not touched.
+* :func:`kernel` imports a kernel of :data:`KERNELS` only when compiled code is enabled
+  and every C file it was built from still has the recorded hash; otherwise it returns
+  None (and :func:`status` says why).
+* ``KWSNIFF_PURE=1`` (any value but empty or ``0``) is the one switch: every module
+  runs from its source and no kernel is used.
 * :func:`status` says which modules run compiled and why the others do not;
   ``python -m kwsniff.accel`` prints it.
 
@@ -70,6 +83,16 @@ MODULES: tuple[str, ...] = (
     "kwsniff.commands.parallel_pipe",
 )
 
+#: hand-written C kernels: extension name -> its files under kwsniff/ (C sources first,
+#: then the headers they include); the hash of all of them guards the build
+KERNELS: dict[str, tuple[str, ...]] = {
+    "kwsniff.capture._pcap": ("capture/_pcap.c",),
+    "kwsniff.tcp._headers": ("tcp/_headers.c",),
+    "kwsniff.kafka._frames": ("kafka/_frames.c", "kafka/_bytes.h"),
+    "kwsniff.kafka._records": ("kafka/_records.c", "kafka/_bytes.h"),
+    "kwsniff.kafka.protocol._fields": ("kafka/protocol/_fields.c", "kafka/_bytes.h"),
+}
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: where the build records the source hashes of the modules it compiled
 MANIFEST = os.path.join(_HERE, "_compiled_manifest.json")
@@ -81,13 +104,34 @@ def source_path(module: str, root: str = _HERE) -> str:
     return os.path.join(root, *parts[:-1], parts[-1] + ".py")
 
 
-def source_hash(path: str) -> str | None:
-    """SHA-256 (hex) of a file's bytes; None when it cannot be read."""
+def module_files(module: str, root: str = _HERE) -> list[str]:
+    """The files a module of :data:`MODULES` is compiled from: its ``.py`` and, when
+    there is one, the augmenting ``.pxd`` beside it."""
+    source = source_path(module, root)
+    pxd = source[:-3] + ".pxd"
+    return [source, pxd] if os.path.exists(pxd) else [source]
+
+
+def kernel_files(name: str, root: str = _HERE) -> list[str]:
+    """The files a kernel of :data:`KERNELS` is built from (absolute paths)."""
+    return [os.path.join(root, *rel.split("/")) for rel in KERNELS[name]]
+
+
+def source_hash(path: str | list[str]) -> str | None:
+    """SHA-256 (hex) of a file's bytes, or of several files' (their bytes with each
+    length before them, in order); None when one cannot be read."""
+    paths = [path] if isinstance(path, str) else path
+    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
+        for p in paths:
+            with open(p, "rb") as fh:
+                data = fh.read()
+            if len(paths) > 1:
+                digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
     except OSError:
         return None
+    return digest.hexdigest()
 
 
 def read_manifest(path: str = MANIFEST) -> dict[str, str]:
@@ -108,8 +152,6 @@ def disabled_reason(environ: Any = os.environ) -> str | None:
     """Why compiled modules are switched off by the environment, or None."""
     if environ.get("KWSNIFF_PURE", "") not in ("", "0"):
         return "KWSNIFF_PURE is set"
-    if environ.get("KWSNIFF_COMPILED", "") == "0":
-        return "KWSNIFF_COMPILED=0"
     return None
 
 
@@ -144,7 +186,7 @@ class Guard:
         recorded = self.manifest.get(fullname)
         if recorded is None:
             return "not compiled"
-        if source_hash(source) != recorded:
+        if source_hash(module_files(fullname, self.root)) != recorded:
             return "source changed since the build (rebuild: pip install -e .)"
         return None
 
@@ -162,6 +204,31 @@ def install() -> Guard:
     return _guard
 
 
+#: kernel name -> why it is not used (filled by :func:`kernel`)
+kernels_unused: dict[str, str] = {}
+
+
+def kernel(name: str) -> Any:
+    """The kernel extension ``name`` (a key of :data:`KERNELS`) when compiled code is
+    enabled and it was built from the C files beside it as they are now; else None, the
+    reason kept in :data:`kernels_unused`. Call it once, at the layer's import."""
+    guard = install()
+    why = guard.disabled
+    if why is None:
+        recorded = guard.manifest.get(name)
+        if recorded is None:
+            why = "not built"
+        elif source_hash(kernel_files(name, guard.root)) != recorded:
+            why = "C source changed since the build (rebuild: pip install -e .)"
+    if why is None:
+        try:
+            return importlib.import_module(name)
+        except ImportError as err:
+            why = f"cannot be imported: {err}"
+    kernels_unused[name] = why
+    return None
+
+
 def status() -> str:
     """One line: how many of :data:`MODULES` imported so far run compiled, and why the
     others run from source."""
@@ -169,9 +236,9 @@ def status() -> str:
     if guard is None:
         return "compiled modules: guard not installed"
     if guard.disabled is not None:
-        return f"compiled modules: off ({guard.disabled})"
+        return f"compiled modules and C kernels: off ({guard.disabled})"
     if not guard.manifest:
-        return "compiled modules: none built (pure Python source)"
+        return "compiled modules and C kernels: none built (pure Python source)"
     loaded = [m for m in MODULES if m in sys.modules]
     native = [m for m in loaded if not str(getattr(sys.modules[m], "__file__", "")).endswith(".py")]
     text = f"compiled modules: {len(native)} of {len(loaded)} imported run compiled"
@@ -180,4 +247,8 @@ def status() -> str:
         reasons.setdefault(why, []).append(m)
     for why, mods in reasons.items():
         text += f"; {len(mods)} from source ({why}: {', '.join(sorted(mods))})"
+    used = [k for k in KERNELS if k in sys.modules]
+    text += f"\nC kernels: {len(used)} of {len(KERNELS)} in use"
+    for name, why in sorted(kernels_unused.items()):
+        text += f"; {name} not used ({why})"
     return text
