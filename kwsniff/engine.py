@@ -23,13 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from kwsniff.accel import speedups as _speedups
-from kwsniff.kafka import conversation as _conversation
 from kwsniff.kafka.conn_summary import ConnectionSummary
 from kwsniff.kafka.conversation import KAFKA, KAFKA07, OTHER, TLS, Context, Conversation, Options
-from kwsniff.kafka.framing import Framer
 from kwsniff.kafka.model import STATUSES, Exchange
-from kwsniff.kafka.ordering import Reorderer
 from kwsniff.tcp import (
     ConnectionClosed,
     ConnectionOpened,
@@ -143,13 +139,11 @@ class Engine:
         tcp = TcpEventStream(source, self.options.tcp)
         self._tcp = tcp
         feed = self._feed
-        # the accelerator's _feed for stream bytes (it hands other events to _feed)
-        fast = _ENGINE_DATA if _CONV_DATA is not None else None
         summary = self.summary
         for ev in tcp:
             # (feed_event, inlined: one call less per packet)
             try:
-                out = fast(self, ev) if fast is not None else feed(ev)
+                out = feed(ev)
             except Exception as err:  # noqa: BLE001 - last line of defence
                 out = self._contain(ev, err)
             if out:
@@ -191,10 +185,7 @@ class Engine:
             conv = self.convs.get(ev.conn.index)
             if conv is None:
                 return []
-            if _CONV_DATA is not None:      # (the accelerator's Conversation.data)
-                _CONV_DATA(conv, ev.direction, ev.offset, ev.data, ev.frame, ev.ts)
-            else:
-                conv.data(ev.direction, ev.offset, ev.data, ev.frame, ev.ts)
+            conv.data(ev.direction, ev.offset, ev.data, ev.frame, ev.ts)
             ts = ev.ts
             if conv.state != KAFKA and conv.state != KAFKA07:
                 self._settled(conv)
@@ -278,8 +269,6 @@ class Engine:
                 summary.last_ts = ts
             return True
 
-        if _FRAME_SINK is not None:     # the accelerator's copy (it calls sink where unsure)
-            return _FRAME_SINK(sink, conv, framers, reorder, self, ctx, summary, KAFKA, KAFKA07)
         return sink
 
     def _settled(self, conv: Conversation) -> None:
@@ -333,40 +322,6 @@ class Engine:
             if conv.state in (KAFKA, KAFKA07):
                 out[idx] = conv.summary
         return [out[k] for k in sorted(out)]
-
-
-def _bind_frame_sink() -> Any:
-    """The accelerator's copy of :meth:`Engine._sink`'s closure, bound to the classes
-    whose slots it reads (None: no accelerator, or it cannot read them)."""
-    if _speedups is None:
-        return None
-    try:
-        _speedups.sink_setup(Framer, Reorderer, Context, RunSummary)
-    except (TypeError, AttributeError):
-        return None
-    return _speedups.FrameSink
-
-
-_FRAME_SINK = _bind_frame_sink()
-#: the accelerator's Conversation.data (None: the method)
-_CONV_DATA = _conversation._DATA_C
-
-
-def _bind_engine_data() -> Any:
-    """The accelerator's copy of :meth:`Engine._feed` for ``StreamData`` events
-    (``engine_data(engine, event)``, with ``conv_data``), bound to the classes whose
-    slots it reads; None without the accelerator or when it cannot bind them."""
-    setup = getattr(_speedups, "engine_setup", None) if _speedups is not None else None
-    if setup is None or _CONV_DATA is None:
-        return None
-    try:
-        setup(Engine, StreamData, RunSummary, Context, (KAFKA, KAFKA07, SWEEP_INTERVAL))
-    except (TypeError, AttributeError):
-        return None
-    return _speedups.engine_data
-
-
-_ENGINE_DATA = _bind_engine_data()
 
 
 def iter_exchanges(source: Iterable[tuple], options: EngineOptions | None = None, *,

@@ -27,7 +27,7 @@ from typing import Any
 
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.model import Exchange
-from kwsniff.kafka.ordering import PyReorderer
+from kwsniff.kafka.ordering import Reorderer
 from kwsniff.tcp import TcpEventStream
 
 PacketTuple = tuple[int, float, int, bytes, int]
@@ -36,7 +36,7 @@ PacketTuple = tuple[int, float, int, bytes, int]
 SWEEP_SECONDS = 0.5
 
 
-class CompletionOrder(PyReorderer):
+class CompletionOrder(Reorderer):
     """A reorder buffer that releases every finished exchange at once (live capture).
 
     Nothing is held back, so the owners' open keys and force callbacks are not needed:

@@ -7,9 +7,7 @@ seeds. Invariants: nothing raises; exchanges are numbered 1..n in order and well
 no view hides an internal error; every delivered byte of a Kafka connection is in a
 message or counted as skipped; the run counters match the exchanges; run-level problems
 name their frame; deferring bodies (as ``-j`` workers do) and completing some of them
-changes no exchange, and the completed ones equal the eager ones; with the C
-accelerator, its conversation paths (``conv_data``/``conv_frames``/``conv_refresh``)
-give the exchanges, run counters and connection summaries of the Python methods.
+changes no exchange, and the completed ones equal the eager ones.
 """
 
 from __future__ import annotations
@@ -18,9 +16,7 @@ from collections.abc import Iterable
 
 from fuzz import checks, wire
 from fuzz import seeds as _seeds
-from kwsniff import engine as _engine
 from kwsniff.engine import Engine, EngineOptions
-from kwsniff.kafka import conversation as _conversation
 from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange
 from kwsniff.tcp import TcpOptions
@@ -61,17 +57,6 @@ def run(data: bytes, defer: bool = False) -> tuple[Engine, list, dict[int, int]]
     return eng, out, checks.delivered_bytes(events, taken)
 
 
-def run_python_paths(data: bytes) -> tuple[Engine, list]:
-    """:func:`run` with deferred bodies through the Python conversation methods only."""
-    saved = _conversation._FRAMES_C, _conversation._REFRESH_C, _engine._CONV_DATA
-    _conversation._FRAMES_C = _conversation._REFRESH_C = _engine._CONV_DATA = None
-    try:
-        eng, out, _ = run(data, defer=True)
-    finally:
-        _conversation._FRAMES_C, _conversation._REFRESH_C, _engine._CONV_DATA = saved
-    return eng, out
-
-
 def _odd(ex: Exchange) -> bool:
     return ex.index % 2 == 1
 
@@ -80,16 +65,6 @@ def one_input(data: bytes) -> None:
     eng, exchanges, delivered = run(data)
     # a -j worker defers bodies and completes those it renders: nothing else changes
     lazy, deferred, _ = run(data, defer=True)
-    if _engine._CONV_DATA is not None:
-        slow, py_deferred = run_python_paths(data)
-        checks.require([checks.exchange_state(e) for e in deferred]
-                       == [checks.exchange_state(e) for e in py_deferred],
-                       "the C conversation paths changed the exchanges")
-        checks.require(lazy.summary.to_dict() == slow.summary.to_dict(),
-                       "the C conversation paths changed the run counters")
-        checks.require([repr(c) for c in lazy.connection_summaries()]
-                       == [repr(c) for c in slow.connection_summaries()],
-                       "the C conversation paths changed the connection summaries")
     for ex in deferred:
         if _odd(ex):
             complete(ex, lazy.ctx.annotate_ctx)

@@ -9,7 +9,6 @@ goes to standard error at the end.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -153,11 +152,10 @@ class CaptureRun:
 
 def summary_lane(args: argparse.Namespace, display_filter: DisplayFilter | None) -> bool:
     """Whether ``decode`` shows summary lines through the summary lane
-    (:mod:`kwsniff.output.skim`): summary lines, no display filter, a build with it,
-    and ``KWSNIFF_SUMMARY_LANE`` not ``0`` (the same lines either way; ``0`` is for
-    comparing)."""
+    (:mod:`kwsniff.output.skim`): summary lines, no display filter and a build with
+    it (the same lines either way)."""
     if getattr(args, "verbose", False) or getattr(args, "hex", False) \
-            or display_filter is not None or os.environ.get("KWSNIFF_SUMMARY_LANE") == "0":
+            or display_filter is not None:
         return False
     from kwsniff.output.skim import SummaryLane
     return SummaryLane.available()

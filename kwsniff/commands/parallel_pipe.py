@@ -46,11 +46,9 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kwsniff.accel import speedups as _speedups
 from kwsniff.commands.decode import engine_options, use_lane
-from kwsniff.kafka import decoding as _decoding
 from kwsniff.kafka.decoding import DEFERRABLE_APIS, decode_request, decode_response
-from kwsniff.kafka.model import PAIRED, Exchange, KafkaMessage
+from kwsniff.kafka.model import PAIRED, Exchange
 from kwsniff.output.pipeline import Selection
 from kwsniff.output.summary import SummaryFormatter
 
@@ -79,7 +77,7 @@ LINK_ENDED = "the engine worker's link ended early"
 
 def pipeline_wanted(args: argparse.Namespace, jobs: int, lane: bool) -> bool:
     """Whether ``decode`` runs as the pipeline (see the module contract)."""
-    if jobs != 2 or not lane or os.environ.get("KWSNIFF_PIPELINE") == "0":
+    if jobs != 2 or not lane:
         return False
     from kwsniff.plugin_api.cli import active_manager
     manager = active_manager()
@@ -105,25 +103,6 @@ def shippable(ex: Exchange) -> bool:
             and not resp.missing and resp.inferred is None)
 
 
-def _bind_ship() -> Any:
-    """The accelerator's :func:`shippable` and record in one (``pipe_ship``), bound to
-    the exchange and message classes; None without it."""
-    setup = getattr(_speedups, "pipe_setup", None) if _speedups is not None else None
-    if setup is None:
-        return None
-    try:
-        setup(Exchange, KafkaMessage, PAIRED, "kafka", DEFERRABLE_APIS)
-    except TypeError:
-        return None
-    return _speedups.pipe_ship
-
-
-_PIPE_SHIP = _bind_ship()
-#: the accelerator's exchange of an _X record (``pipe_take``: as render_work makes it,
-#: or None where the Python code decides), bound with pipe_ship
-_PIPE_TAKE = getattr(_speedups, "pipe_take", None) if _PIPE_SHIP is not None else None
-
-
 class _Link:
     """The engine worker's end of the link: records through ``sink`` (the batched
     writer of length-prefixed records the workers write to the parent with: ``buf``,
@@ -140,12 +119,6 @@ class _Link:
 
     def ship(self, ex: Exchange) -> bool:
         """Ship ``ex`` if it is :func:`shippable` (True), else change nothing (False)."""
-        if _PIPE_SHIP is not None and ex.stream in self.streams:
-            done = _PIPE_SHIP(self.buf, ex)      # (None: unsure, the code below decides)
-            if done is not None:
-                if done and len(self.buf) >= self.batch:
-                    self.flush()
-                return done
         if not shippable(ex):
             return False
         self.exchange(ex)
@@ -301,15 +274,11 @@ def render_work(args: argparse.Namespace, palette: Any, link_fd: int, send: Call
     append = parts.append
     ends: dict[int, tuple[tuple[str, int], tuple[str, int]]] = {}
     final: dict[str, Any] = {}
-    take = _PIPE_TAKE
-    req_plans, resp_plans = _decoding._REQUEST_PLANS, _decoding._RESPONSE_PLANS
 
     def exchanges() -> Iterator[Exchange]:
         for kind, buf, start, end in _records(link_fd, flush):
             if kind == _X:
-                ex = take(buf, start, end, req_plans, resp_plans, ends) \
-                    if take is not None else None
-                yield ex if ex is not None else take_record(buf, start, end, ends)
+                yield take_record(buf, start, end, ends)
             elif kind == _T:
                 parts.append(bytes(buf[start:end]))
             elif kind == _E:

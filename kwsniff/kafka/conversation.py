@@ -36,7 +36,6 @@ import struct
 from collections import OrderedDict, deque
 from typing import Any
 
-from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka import decoding, detect, legacy07, plausible
 from kwsniff.kafka.conn_summary import ConnectionSummary
 from kwsniff.kafka.conv_inorder import InOrderPairing
@@ -55,7 +54,7 @@ from kwsniff.kafka.conv_state import (  # noqa: F401 - re-exported for the engin
     Pending,
     is_ip,
 )
-from kwsniff.kafka.framing import QUIET, SYNCED, Frame, Framer
+from kwsniff.kafka.framing import QUIET, Frame, Framer
 from kwsniff.kafka.inference import ApiHistory
 from kwsniff.kafka.model import (
     NO_RESPONSE_EXPECTED,
@@ -147,14 +146,8 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
                 self.next_decide = n + (n >> 3)
                 self._decide(False)
         elif frames:
-            if _FRAMES_C is not None:
-                _FRAMES_C(self, d, frames)      # (the accelerator's _frames)
-            else:
-                self._frames(d, frames)
-        if _REFRESH_C is not None:
-            _REFRESH_C(self)
-        else:
-            self._refresh()
+            self._frames(d, frames)
+        self._refresh()
 
     def gap(self, d: int, offset: int, length: int, frame: int, ts: float, reason: str) -> None:
         if self.state == TLS or self.state == OTHER:
@@ -655,27 +648,3 @@ class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl)
         s.resyncs = self.framers[0].resyncs + self.framers[1].resyncs
         s.last_ts = self.conn.last_ts or s.last_ts
 
-
-def _bind_frames() -> tuple[Any, Any, Any]:
-    """The accelerator's copies of :meth:`Conversation._frames` (``conv_frames(conv, d,
-    frames)``: the paired path of requests and responses with deferred bodies in C,
-    everything else through the methods above), of :meth:`Conversation._refresh`
-    (``conv_refresh(conv)``, for a Kafka conversation without SASL tokens or orphans) and
-    of :meth:`Conversation.data` (``conv_data(conv, d, offset, data, frame, ts)``: a
-    Kafka conversation's in-order bytes, the framer's paths for them in C, then the two
-    above), bound to the classes whose slots they read; Nones without the accelerator or
-    when it cannot bind them."""
-    setup = getattr(_speedups, "conv_setup", None) if _speedups is not None else None
-    if setup is None:
-        return None, None, None
-    try:
-        setup((Conversation, Pending, Exchange, ConnectionSummary, Context, Options, Framer,
-               KafkaMessage, ApiHistory), (KAFKA07, PAIRED, "kafka", "acks0", KAFKA),
-              decoding._REQUEST_PLANS, decoding._RESPONSE_PLANS, plausible.request_fields,
-              (Frame, QUIET, SYNCED))
-    except (TypeError, AttributeError):
-        return None, None, None
-    return _speedups.conv_frames, _speedups.conv_refresh, _speedups.conv_data
-
-
-_FRAMES_C, _REFRESH_C, _DATA_C = _bind_frames()

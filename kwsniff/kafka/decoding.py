@@ -11,20 +11,15 @@ Contract:
   :func:`complete` decodes and annotates them before an exchange is rendered.
 * :func:`header_request` / :func:`header_response` parse only the fixed header prefix
   (used when bodies are not wanted and for frames cut by a capture gap).
-* With the C accelerator, a message whose (api key, version) had its body deferred
-  before is made by ``_speedups.defer_request``/``defer_response`` (the same message:
-  ``tests/perf/test_accel_messages.py``); anything else by the Python decoder.
 * :func:`decode_sasl_token` decodes a raw SASL token (SaslHandshake v0 flow) and masks
   its secrets.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from typing import Any
 
-from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka import embedded as _embedded
 from kwsniff.kafka import protocol as _protocol
 from kwsniff.kafka import sasl as _sasl
@@ -95,52 +90,6 @@ def deferrable(api_key: int, kind: str, version: int) -> bool:
     return known
 
 
-def _message_fields() -> tuple:
-    """``(slot, default, factory)`` of every KafkaMessage field (for ``msg_setup``)."""
-    out = []
-    for f in dataclasses.fields(KafkaMessage):
-        if f.default_factory is dict:
-            out.append((f.name, None, 1))
-        elif f.default_factory is list:
-            out.append((f.name, None, 2))
-        elif f.default is not dataclasses.MISSING:
-            out.append((f.name, f.default, 0))
-        else:
-            out.append((f.name, None, 0))     # kind, raw: always set by the C code
-    return tuple(out)
-
-
-def _c_messages() -> tuple[Any, Any]:
-    """The accelerator's ``defer_request``/``defer_response`` bound to KafkaMessage, or
-    (None, None) (no accelerator, or a KafkaMessage it does not know how to build)."""
-    setup = getattr(_speedups, "msg_setup", None) if _speedups is not None else None
-    if setup is None:
-        return None, None
-    try:
-        setup(KafkaMessage, _message_fields())
-    except (TypeError, ValueError):
-        return None, None
-    return _speedups.defer_request, _speedups.defer_response
-
-
-#: the C fast path of deferred messages (see _speedups_msg.c): what decode_request /
-#: decode_response make with ``defer`` for an (api key, version) whose body the Python
-#: decoder deferred before (its plan is then in _REQUEST_PLANS / _RESPONSE_PLANS)
-_defer_request_c, _defer_response_c = _c_messages()
-_REQUEST_PLANS: dict[int, tuple[int, Any]] = {}
-_RESPONSE_PLANS: dict[int, tuple[int, Any]] = {}
-_MAX_PLANS = 4096
-
-
-def _learn_plan(plans: dict[int, tuple[int, Any]], msg: KafkaMessage) -> None:
-    """Remember how ``msg``'s (api key, version) was deferred, for the C fast path."""
-    deferred = msg.deferred
-    if deferred is not None and len(plans) < _MAX_PLANS and msg.api_key is not None \
-            and msg.api_version is not None and type(msg.header_version) is int \
-            and 0 <= msg.api_key <= 0x7FFF and 0 <= msg.api_version <= 0x7FFF:
-        plans[msg.api_key << 16 | msg.api_version] = (msg.header_version, deferred[0])
-
-
 def decode_request(raw: bytes, bodies: bool = True, defer: bool = False) -> KafkaMessage:
     """Decode a request frame (header + body); never raises. With ``defer`` a
     :func:`deferrable` body is left for :func:`complete` (``msg.deferred`` set)."""
@@ -148,16 +97,9 @@ def decode_request(raw: bytes, bodies: bool = True, defer: bool = False) -> Kafk
         return header_request(raw)
     try:
         if defer and len(raw) >= 4:
-            if _defer_request_c is not None:
-                msg = _defer_request_c(raw, _REQUEST_PLANS)
-                if msg is not None:
-                    return msg
             key, ver = _HH(raw, 0)
             defer = deferrable(key, REQUEST, ver)
-        msg = _protocol.decode_request(raw, defer)
-        if defer and _defer_request_c is not None:
-            _learn_plan(_REQUEST_PLANS, msg)
-        return msg
+        return _protocol.decode_request(raw, defer)
     except Exception as err:  # noqa: BLE001 - a decoder bug must not stop the capture
         msg = header_request(raw)
         msg.problems.append(f"internal decoder error: {type(err).__name__}: {err}")
@@ -171,15 +113,8 @@ def decode_response(raw: bytes, api_key: int, api_version: int, bodies: bool = T
     if not bodies:
         return header_response(raw, api_key, api_version)
     try:
-        if defer and _defer_response_c is not None:
-            msg = _defer_response_c(raw, api_key, api_version, _RESPONSE_PLANS)
-            if msg is not None:
-                return msg
         defer = defer and deferrable(api_key, RESPONSE, api_version)
-        msg = _protocol.decode_response(raw, api_key, api_version, defer)
-        if defer and _defer_response_c is not None:
-            _learn_plan(_RESPONSE_PLANS, msg)
-        return msg
+        return _protocol.decode_response(raw, api_key, api_version, defer)
     except Exception as err:  # noqa: BLE001
         msg = header_response(raw, api_key, api_version)
         msg.problems.append(f"internal decoder error: {type(err).__name__}: {err}")

@@ -15,10 +15,7 @@ Contract:
   items are given up) until the buffer fits;
   an exchange that still arrives with a key below one already released is released at
   once with the problem "released out of capture order".
-* :class:`PyReorderer` is the Python implementation; :data:`Reorderer` is the
-  accelerator's copy (``kwsniff._speedups.Reorder``, same methods and results) when it
-  is built, else PyReorderer. ``ready`` is true exactly when exchanges wait (the
-  twin's heap list; the C copy's count).
+* ``ready`` (the heap of waiting exchanges) is true exactly when exchanges wait.
 """
 
 from __future__ import annotations
@@ -26,13 +23,12 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable
 
-from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka.model import Exchange
 
 Key = tuple
 
 
-class PyReorderer:
+class Reorderer:
     __slots__ = ("ready", "marks", "current", "versions", "limit", "next_index",
                  "last_key", "_seq", "forcers", "out_of_order", "forced", "dirty")
 
@@ -124,6 +120,3 @@ class PyReorderer:
     def __len__(self) -> int:
         return len(self.ready)
 
-
-#: the reorder buffer the engine uses (see the module contract)
-Reorderer: Any = _speedups.Reorder if _speedups is not None else PyReorderer

@@ -9,10 +9,9 @@ Contract:
   built-in request and response digests, a :class:`SkimFacts`: the digest text, the
   response's error codes and no record-set problems, read from ``_speedups.skim_fields``
   (the C field decoder run over the same schema program, with every record set as its
-  ``(batches, records, bytes)``); for Produce and Fetch exchanges with a response the
-  digest text comes from ``_speedups.lane_digest`` where it can make it (the same text
-  as the Python digests, which run where it returns None). The summary line made from
-  them is exactly the line
+  ``(batches, records, bytes)``), worded by the built-in digests of
+  :mod:`kwsniff.output.digest` (the one source of that text). The summary line made
+  from them is exactly the line
   the full decoding gives (``tests/output/test_skim.py`` compares them on every
   committed capture, on the benchmark captures when they are built, on encoded, damaged
   and mutated messages; the ``lane`` fuzz target does the same on fuzzed frames).
@@ -42,19 +41,6 @@ from kwsniff.output.facts import ExchangeFacts
 
 _skim_fields = getattr(_speedups, "skim_fields", None) if _speedups is not None else None
 
-
-def _bind_lane_digest() -> Any:
-    """The accelerator's Produce/Fetch digest of skimmed bodies (``lane_digest``: the
-    text of the built-in digests joined by :func:`~kwsniff.output.digest.compose`, or
-    None where the Python digests run), or None without it."""
-    fn = getattr(_speedups, "lane_digest", None) if _speedups is not None else None
-    if fn is None:
-        return None
-    _speedups.lane_setup(_digest.MAX_TOPICS, _digest.ARROW)
-    return fn
-
-
-_lane_digest = _bind_lane_digest()
 
 #: the built-in digests of the APIs the engine can defer (plugins may replace them:
 #: the lane then declines those APIs)
@@ -148,10 +134,6 @@ class SummaryLane:
             resp_body = _body(resp, errors)
             if resp_body is None:
                 return None
-        if resp_body is not None and _lane_digest is not None:
-            text = _lane_digest(key, req_body, resp_body)
-            if text is not None:
-                return SkimFacts(ex, self.names, text, errors)
         facts = SkimFacts(ex, self.names, "", errors)
         try:
             left = builtin[0](req_body, req.api_version, facts)

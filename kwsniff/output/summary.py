@@ -10,9 +10,7 @@ Contract: :class:`SummaryFormatter.format` returns one line (no newline)::
 * errors found in the response are shown by name after the latency;
 * decode problems are flagged with ``[N problems]`` at the end (those of the exchange,
   its messages and its record sets' batch-header and CRC checks, as in the export);
-* colour comes from the :class:`~kwsniff.output.color.Palette` (plain when piped);
-* plain lines with relative times come from ``_speedups.summary_line`` where it can
-  make them (the same text; the method makes the others).
+* colour comes from the :class:`~kwsniff.output.color.Palette` (plain when piped).
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from __future__ import annotations
 import re
 import time as _time
 
-from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.output.color import PLAIN, Palette
 from kwsniff.output.digest import ARROW, describe_api, digest
@@ -29,10 +26,6 @@ from kwsniff.output.fields import format_address
 from kwsniff.output.names import error_label
 
 TIME_FORMATS = ("r", "a", "ad", "ud", "e")
-
-#: the accelerator's copy of :meth:`SummaryFormatter.format` for plain lines with relative
-#: times (None without it; where it returns None the method makes the line)
-_SUMMARY_LINE = getattr(_speedups, "summary_line", None) if _speedups is not None else None
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -136,10 +129,6 @@ class SummaryFormatter:
         p = self.palette
         if facts is None:
             facts = ExchangeFacts(exchange)
-        elif _SUMMARY_LINE is not None and not p.enabled and self.time_format == "r":
-            line = _SUMMARY_LINE(self, exchange, facts)
-            if line is not None:
-                return line
         req, resp = exchange.request, exchange.response
         first = req if req is not None else exchange._first()
         ts = first.ts_last

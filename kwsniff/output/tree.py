@@ -29,8 +29,6 @@ from functools import lru_cache
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kwsniff.accel import speedups as _speedups
-from kwsniff.kafka.compression import CODEC_NAMES, codec_name
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.nesting import MAX_NESTING
 from kwsniff.kafka.payload import KIND_HEX, KIND_TEXT, builtin_view, has_decoders, render_payload
@@ -60,10 +58,11 @@ DEFAULT_VALUE_CHARS = 256  # record key/value text shown per record
 _NEW_LIST: Any = object()     # "no children given": a new empty list
 
 
-class PyNodeBase:
-    """The storage and constructor of :class:`TreeNode` in Python (the accelerator's
-    ``NodeBase`` is its twin: the same attributes and defaults; a TypeError for the same
-    bad arguments)."""
+class TreeNode:
+    """One line of the detail tree and its children: ``label``, ``value``,
+    ``children``, ``start``/``length`` (byte range in frame coordinates), ``message``,
+    ``about``, ``path``, ``style`` (constructor arguments in this order; compared by
+    identity)."""
 
     __slots__ = ("label", "value", "children", "start", "length", "message", "about",
                  "path", "style")
@@ -81,29 +80,6 @@ class PyNodeBase:
         self.about = about
         self.path = path              # ("body", "TopicData", 0, ...) within its message
         self.style = style            # "error" / "warn" for colouring
-
-
-#: the accelerator's node storage (a C constructor: nodes are made ~3x faster)
-_NodeBase: Any = _speedups.NodeBase if _speedups is not None else PyNodeBase
-
-
-class TreeNode(_NodeBase):  # type: ignore[misc,valid-type]
-    """One line of the detail tree and its children: ``label``, ``value``,
-    ``children``, ``start``/``length`` (byte range in frame coordinates), ``message``,
-    ``about``, ``path``, ``style`` (constructor arguments in this order; compared by
-    identity)."""
-
-    __slots__ = ()
-
-    label: str
-    value: str
-    children: list[TreeNode]
-    start: int | None
-    length: int | None
-    message: str | None
-    about: str | None
-    path: tuple[Any, ...]
-    style: str | None
 
     def add(self, node: TreeNode) -> TreeNode:
         self.children.append(node)
@@ -208,21 +184,9 @@ _VIEWS_LIMIT = 4096
 _VIEWS_MAX_BYTES = 64
 
 
-#: the accelerator's _builtin_text for hex and plain ASCII payloads (None: Python only)
-_payload_view = _speedups.payload_view if _speedups is not None else None
-#: the accelerator's _plain_lines (None: Python only)
-_plain_lines_c = _speedups.plain_lines if _speedups is not None else None
-#: the accelerator's join-and-encode of plain lines (None: Python only)
-_utf8_lines = _speedups.utf8_lines if _speedups is not None else None
-
-
 def _builtin_text(data: bytes, limit: int | None) -> str:
     """The node value of non-empty ``data`` shown by the built-in view (no payload
     decoders registered): :meth:`_Builder._shown` of :func:`builtin_view`, in one call."""
-    if _payload_view is not None:
-        text = _payload_view(data, limit)   # None: not hex or plain ASCII text
-        if text is not None:
-            return text
     kind, obj, text, _ = builtin_view(data, limit)
     if kind == KIND_HEX:
         text = "hex " + text  # type: ignore[operator]
@@ -328,24 +292,19 @@ class _Builder:
                path: tuple[Any, ...], struct_info: Any = None,
                names: tuple[str, ...] = ()) -> None:
         """Nodes for the fields of ``obj``; ``path`` is its field path with array
-        indexes, ``names`` the same without them (for the schema metadata). Without
-        byte spans the accelerator's ``tree_fields`` makes them when it is built (the
-        same nodes as :meth:`_fields_py`). A struct more than :data:`MAX_TREE_NESTING`
+        indexes, ``names`` the same without them (for the schema metadata). A struct more than :data:`MAX_TREE_NESTING`
         levels below the body gets a problem node instead of its fields (the same in
         every build: compiled modules do not count against the recursion limit)."""
         if len(names) > MAX_TREE_NESTING:
             parent.add(TreeNode("Problem", f"nested more than {MAX_TREE_NESTING} levels "
                                            "deep: not shown", style="warn"))
             return
-        if _tree_fields is not None and not self.spans:
-            _tree_fields(self, parent, obj, section, path, struct_info, names, _FIELDS_ENV)
-        else:
-            self._fields_py(parent, obj, section, path, struct_info, names)
+        self._fields(parent, obj, section, path, struct_info, names)
 
-    def _fields_py(self, parent: TreeNode, obj: dict[str, Any], section: str,
-                   path: tuple[Any, ...], struct_info: Any = None,
-                   names: tuple[str, ...] = ()) -> None:
-        """:meth:`fields` in Python."""
+    def _fields(self, parent: TreeNode, obj: dict[str, Any], section: str,
+                path: tuple[Any, ...], struct_info: Any = None,
+                names: tuple[str, ...] = ()) -> None:
+        """:meth:`fields` past its nesting check."""
         meta = False           # does obj carry _redacted_/_decoded_ notes for its fields?
         for key in obj:
             if key[:1] == "_" and key != "_unknown_tags" and key != "_problems":
@@ -527,14 +486,6 @@ class _Builder:
                 node.add(TreeNode("Problem", str(p), style="warn"))
 
     def batch(self, parent: TreeNode, index: int, b: Batch, records: Records,
-              base: int | None, path: tuple[Any, ...]) -> None:
-        if _tree_batch is not None and not has_decoders() and _tree_batch(
-                self, parent, index, b, records, base, path, self.kind, self.value_chars,
-                _BATCH_ENV) is None:
-            return      # (NotImplemented: a batch the C code leaves to this method)
-        self._batch_py(parent, index, b, records, base, path)
-
-    def _batch_py(self, parent: TreeNode, index: int, b: Batch, records: Records,
                   base: int | None, path: tuple[Any, ...]) -> None:
         first, last = b.base_offset, b.last_offset
         offsets = f"offsets {first}-{last}" if last is not None and last != first \
@@ -708,16 +659,8 @@ class _Builder:
         return f"{text} ({size} bytes)"
 
 
-#: the accelerator's _Builder.fields without byte spans (None: Python only) and what it
-#: mirrors of this module
-_tree_fields = _speedups.tree_fields if _speedups is not None else None
-#: the deepest struct the tree shows (levels below the body; the C code has its copy)
+#: the deepest struct the tree shows (levels below the body)
 MAX_TREE_NESTING = MAX_NESTING
-_FIELDS_ENV = (TreeNode, _KNOWN, enum_label, _quote, api_label)
-#: the accelerator's _Builder.batch/.record without payload decoders (None: Python only)
-#: and what it mirrors
-_tree_batch = _speedups.tree_batch if _speedups is not None else None
-_BATCH_ENV = (TreeNode, _format_ms, _view, _quote, CODEC_NAMES, codec_name)
 
 
 def _item_hint(item: dict[str, Any]) -> str:
@@ -791,16 +734,6 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
         if exchange.protocol == LEGACY_PROTOCOL:
             for key, value in msg.header.items():
                 header.add(TreeNode(key, _plain_value(value), message=msg.kind))
-        elif _tree_fields is not None and not b.spans and "_problems" not in msg.header:
-            # the accelerator's fields give the nodes of the loop below (the header's
-            # metadata is looked up the same way), but for the API key's name
-            b.fields(header, msg.header, "header", ())
-            api_key = msg.header.get("RequestApiKey")
-            if isinstance(api_key, int):
-                for node in header.children:
-                    if node.label == "RequestApiKey":
-                        node.value = f"{api_key} ({api_label(api_key)})"
-                        break
         else:
             for key, value in msg.header.items():
                 if key.startswith("_"):
@@ -893,16 +826,16 @@ def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = Fal
 
 def plain_utf8(root: TreeNode, tail: bytes = b"") -> bytes | None:
     """``"\\n".join(render_tree(root)).encode("utf-8") + tail`` (no colours, no offsets,
-    the default indent) built in one copy by the accelerator, or None where it cannot
-    (no accelerator, a very deep tree, text that strict UTF-8 cannot encode): the caller
-    then renders through :func:`render_tree`."""
-    if _utf8_lines is None:
-        return None
+    the default indent), or None where it cannot (a very deep tree, text that strict
+    UTF-8 cannot encode): the caller then renders through :func:`render_tree`."""
     try:
         lines = _plain_lines(root, "    ")
     except RecursionError:
         return None
-    return _utf8_lines(lines, tail)
+    try:
+        return "\n".join(lines).encode("utf-8") + tail
+    except UnicodeEncodeError:
+        return None
 
 
 def _render_walk(root: TreeNode, palette: Palette, offsets: bool, indent: str
@@ -947,10 +880,6 @@ def _plain_lines(root: TreeNode, indent: str) -> list[str]:
     """The lines :func:`render_tree` yields without colours and offsets, by recursion
     over the nodes that have children (raises RecursionError on trees deeper than the
     interpreter allows; the caller then uses the general walk)."""
-    if _plain_lines_c is not None:
-        lines = _plain_lines_c(root, indent, printable)   # None: the Python code decides
-        if lines is not None:
-            return lines
     out: list[str] = []
     _emit_plain([root], "", indent, out.append)
     return out

@@ -204,15 +204,11 @@ def test_internal_error_is_contained(monkeypatch) -> None:  # type: ignore[no-un
     assert any("internal error in connection 0: RuntimeError: boom" in p for p in eng.summary.problems)
 
 
-@pytest.mark.parametrize("impl", ["python", "c"])
-def test_reorderer_is_dirty_only_after_a_change(impl: str) -> None:
-    from kwsniff import accel
+def test_reorderer_is_dirty_only_after_a_change() -> None:
     from kwsniff.kafka.model import Exchange
-    from kwsniff.kafka.ordering import PyReorderer
+    from kwsniff.kafka.ordering import Reorderer
 
-    if impl == "c" and accel.speedups is None:
-        pytest.skip(accel.status)
-    r = PyReorderer(limit=10) if impl == "python" else accel.speedups.Reorder(limit=10)
+    r = Reorderer(limit=10)
     owner = object()
     r.register(owner, lambda: False)
     r.set_open(owner, (5, 0, 0, 0))

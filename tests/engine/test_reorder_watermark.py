@@ -1,6 +1,5 @@
 """Reorderer: exchanges are released exactly when their key is below every open key,
-however the owners move their open keys (up, down, closed, forgotten); both the
-Python implementation and the accelerator's copy."""
+however the owners move their open keys (up, down, closed, forgotten)."""
 
 from __future__ import annotations
 
@@ -8,11 +7,10 @@ import random
 
 import pytest
 
-from kwsniff import accel
 from kwsniff.kafka.model import Exchange
-from kwsniff.kafka.ordering import PyReorderer
+from kwsniff.kafka.ordering import Reorderer
 
-IMPLEMENTATIONS = [PyReorderer] + ([accel.speedups.Reorder] if accel.speedups else [])
+IMPLEMENTATIONS = [Reorderer]
 
 
 def _exchange() -> Exchange:

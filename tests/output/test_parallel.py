@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kwsniff.cli import main
-from kwsniff.commands import parallel
+from kwsniff.commands import parallel, parallel_pipe
 from kwsniff.output.summary import SummaryFormatter
 
 from cli_run import run_cli, time_limit
@@ -52,7 +52,7 @@ def _same(capsys: pytest.CaptureFixture[str], argv: list[str], jobs: int) -> str
 def test_identical_every_capture(capsys: pytest.CaptureFixture[str], pcap: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _same(capsys, [str(pcap)], 2)
-    monkeypatch.setenv("KWSNIFF_PIPELINE", "0")     # summary lines without the pipeline
+    monkeypatch.setattr(parallel_pipe, "pipeline_wanted", lambda *a: False)   # (without it)
     _same(capsys, [str(pcap)], 2)
     _same(capsys, ["-V", str(pcap)], 2)
     _same(capsys, ["-V", "-x", str(pcap)], 3)
@@ -189,7 +189,7 @@ def test_crashing_worker_is_reported(capsys: pytest.CaptureFixture[str],
         return real(self, exchange, facts)
 
     monkeypatch.setattr(SummaryFormatter, "format", crash)
-    monkeypatch.setenv("KWSNIFF_PIPELINE", "0")   # (test_parallel_pipe.py: the pipeline)
+    monkeypatch.setattr(parallel_pipe, "pipeline_wanted", lambda *a: False)   # (not piped)
     code, out, err = _run(capsys, ["decode", "-j", "2", str(GROUP)])
     why = "RuntimeError: boom" if how == "exception" else "killed by signal SIGKILL"
     assert code == 70

@@ -88,19 +88,16 @@ def test_forgotten_streams_are_sent_again(capsys: pytest.CaptureFixture[str],
             _run(capsys, ["decode", "-j", "1", str(pcap)])
 
 
-@pytest.mark.parametrize("argv,env,used", [
-    (["-j", "2"], None, True),
-    (["-j", "2"], "0", False),                   # KWSNIFF_PIPELINE=0
-    (["-j", "3"], None, False),
-    (["-j", "2", "-V"], None, False),
-    (["-j", "2", "-x"], None, False),
-    (["-j", "2", "-Y", "api == Fetch"], None, False),
+@pytest.mark.parametrize("argv,used", [
+    (["-j", "2"], True),
+    (["-j", "3"], False),
+    (["-j", "2", "-V"], False),
+    (["-j", "2", "-x"], False),
+    (["-j", "2", "-Y", "api == Fetch"], False),
 ])
 def test_used_only_where_it_may_be(capsys: pytest.CaptureFixture[str],
                                    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                   argv: list[str], env: str | None, used: bool) -> None:
-    if env is not None:
-        monkeypatch.setenv("KWSNIFF_PIPELINE", env)
+                                   argv: list[str], used: bool) -> None:
     mark = _marker(monkeypatch, tmp_path)
     code, out, _ = _run(capsys, ["decode", *argv, str(GROUP)])
     assert code == 0 and out
@@ -153,7 +150,6 @@ def test_a_failing_worker_is_reported(capsys: pytest.CaptureFixture[str],
             return msg
 
         monkeypatch.setattr(parallel_pipe, "decode_request", decode)
-        monkeypatch.setattr(parallel_pipe, "_PIPE_TAKE", None)      # (the Python path)
     code, out, err = _run(capsys, ["decode", "-j", "2", str(CODECS)])
     assert code == 70
     if where == "engine":
@@ -193,101 +189,3 @@ def test_a_capture_without_exchanges(capsys: pytest.CaptureFixture[str],
     assert two == _run(capsys, ["decode", "-j", "1", str(empty)])
     assert two[0] == 0 and two[1] == "" and "0 exchanges" in two[2]
     assert mark.exists() == LANE
-
-
-@pytest.mark.skipif(parallel_pipe._PIPE_SHIP is None, reason="needs the C accelerator")
-def test_the_c_shipping_is_the_python_shipping() -> None:
-    """pipe_ship: shippable() and the record _Link.exchange writes, on every exchange of
-    every capture and on edited copies."""
-    import copy
-    import dataclasses
-    made = 0
-    for pcap in PCAPS:
-        engine = Engine(EngineOptions(defer_bodies=True))
-        with open_capture(str(pcap)) as source:
-            exchanges = list(engine.run(source))
-        for ex in exchanges:
-            variants = [ex]
-            if ex.request is not None and ex.response is not None:
-                for edit in ({"missing": 3}, {"problems": ["x"]}, {"inferred": "guess"},
-                             {"api_version": 999}, {"deferred": None}):
-                    odd = copy.copy(ex)
-                    odd.response = dataclasses.replace(ex.response, **edit)
-                    variants.append(odd)
-                odd = copy.copy(ex)
-                odd.status = "unanswered"
-                variants.append(odd)
-            for v in variants:
-                c_buf = bytearray(b"prefix")
-                got = parallel_pipe._PIPE_SHIP(c_buf, v)
-                expected = parallel_pipe.shippable(v)
-                assert got is None or got == expected
-                if got:
-                    link = parallel_pipe._Link(parallel._Sink(-1), 1 << 30)
-                    link.buf += b"prefix"
-                    link.streams.add(v.stream)          # (known: no endpoints record)
-                    link.exchange(v)
-                    assert bytes(c_buf) == bytes(link.buf)
-                    made += 1
-                elif got is False:
-                    assert c_buf == b"prefix"
-    assert made > 50
-
-
-def _fields(obj: Any) -> Any:
-    """A dataclass instance's fields, recursively (messages and exchanges compared)."""
-    import dataclasses
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return (type(obj), tuple((f.name, _fields(getattr(obj, f.name)))
-                                 for f in dataclasses.fields(obj)))
-    if isinstance(obj, (list, tuple)):
-        return (type(obj), tuple(_fields(v) for v in obj))
-    return obj
-
-
-@pytest.mark.skipif(parallel_pipe._PIPE_TAKE is None, reason="needs the C accelerator")
-def test_the_c_take_is_the_python_take(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pipe_take: the exchange take_record makes of every shipped record of every
-    capture, or None (and then take_record decides) for plans not learnt, unknown
-    streams, short or damaged records."""
-    from kwsniff.kafka import decoding
-    take = parallel_pipe._PIPE_TAKE
-    made = declined = 0
-    for pcap in PCAPS:
-        engine = Engine(EngineOptions(defer_bodies=True))
-        with open_capture(str(pcap)) as source:
-            exchanges = [ex for ex in engine.run(source) if parallel_pipe.shippable(ex)]
-        for ex in exchanges:
-            link = parallel_pipe._Link(parallel._Sink(-1), 1 << 30)
-            link.buf += b"prefix"
-            link.streams.add(ex.stream)
-            link.exchange(ex)
-            buf = link.buf
-            start, end = len(b"prefix") + 5, len(buf)
-            ends = {ex.stream: (ex.client, ex.broker)}
-            plans = (decoding._REQUEST_PLANS, decoding._RESPONSE_PLANS)
-            python = parallel_pipe.take_record(buf, start, end, ends)
-            got = take(buf, start, end, *plans, ends)
-            if got is None:         # (a plan the decoders learn on first use)
-                declined += 1
-                got = take(buf, start, end, *plans, ends)
-            assert got is not None and _fields(got) == _fields(python)
-            assert got.request.deferred == python.request.deferred
-            made += 1
-            # where the Python code decides: None, nothing changed
-            assert take(buf, start, end, {}, plans[1], ends) is None
-            assert take(buf, start, end, plans[0], {}, ends) is None
-            assert take(buf, start, end, *plans, {}) is None
-            assert take(buf, start, start + 20, *plans, ends) is None
-            assert take(buf, start, end + 1, *plans, ends) is None
-            cut = bytearray(buf)
-            cut[start + 32:start + 36] = (end - start).to_bytes(4, "little")
-            assert take(cut, start, end, *plans, ends) is None
-            damaged = bytearray(buf)
-            n = int.from_bytes(buf[start + 32:start + 36], "little")
-            damaged[start + 36 + n - 1:start + 36 + n] = b""      # the request cut short
-            got = take(damaged, start, end - 1, *plans, ends)
-            if got is not None:
-                assert _fields(got) == _fields(
-                    parallel_pipe.take_record(damaged, start, end - 1, ends))
-    assert made > 50 and declined <= 20

@@ -2,7 +2,7 @@
 bodies, made without decoding them into Records, must be exactly the lines of the full
 decoding, and the lane must decline (and complete the bodies) wherever they could
 differ. Compared here on every committed capture (command line, with the lane and with
-KWSNIFF_SUMMARY_LANE=0), on messages kafka-python encodes, on crafted damage, and on
+the lane switched off), on messages kafka-python encodes, on crafted damage, and on
 seeded mutations of real Produce and Fetch frames."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka import decoding, embedded
 from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, PAIRED, Exchange
 from kwsniff.output import digest as digest_mod
-from kwsniff.output import extra_fields
+from kwsniff.output import extra_fields, skim
 from kwsniff.output.pipeline import Selection
 from kwsniff.output.skim import SkimFacts, SummaryLane
 from tests.output.builders import build, record_batch
@@ -262,7 +262,7 @@ def test_captures_identical_without_the_lane(capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch,
                                              pcap: Path) -> None:
     lane = _cli(capsys, ["decode", "-j", "1", str(pcap)])
-    monkeypatch.setenv("KWSNIFF_SUMMARY_LANE", "0")
+    monkeypatch.setattr(skim, "_skim_fields", None)     # (no lane)
     full = _cli(capsys, ["decode", "-j", "1", str(pcap)])
     assert lane == full
 
@@ -296,7 +296,7 @@ def test_benchmark_captures_identical_without_the_lane(capsys: pytest.CaptureFix
     argv = ["decode", "-j", "1", "-c", "20000", *[a for p in ports for a in ("-p", p)],
             str(pcap)]
     lane = _cli(capsys, argv)
-    monkeypatch.setenv("KWSNIFF_SUMMARY_LANE", "0")
+    monkeypatch.setattr(skim, "_skim_fields", None)     # (no lane)
     full = _cli(capsys, argv)
     assert lane == full
     assert lane[1].count("\n") == 20000 or name == "bulk"

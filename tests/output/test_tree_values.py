@@ -64,67 +64,6 @@ def test_view_matches_the_general_path_on_any_bytes(data: bytes, limit: int | No
     assert tree._view(data, limit) == reference(data, limit)
 
 
-@pytest.mark.skipif(tree._payload_view is None, reason="accelerator not in use")
-@settings(max_examples=600, deadline=None)
-@given(st.one_of(st.binary(min_size=1, max_size=300),
-                 st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1,
-                         max_size=300).map(str.encode),
-                 st.sampled_from([b" ", b"   {", b" [1]", b"\t\x00", b"a\"b", b"a\\b", b"\x7f"])),
-       st.sampled_from(LIMITS + [0, 2, 3, 4, 7, 300]))
-def test_accelerated_view_matches_python(data: bytes, limit: int | None,
-                                         ) -> None:
-    """The C view answers hex and plain ASCII payloads exactly as the Python code."""
-    c = tree._payload_view(data, limit)
-    if c is not None:
-        assert c == reference(data, limit)
-
-
-@pytest.mark.skipif(tree._payload_view is None, reason="accelerator not in use")
-def test_accelerated_view_answers_the_common_payloads() -> None:
-    view = tree._payload_view
-    assert view(bytes(range(256)), 256) == reference(bytes(range(256)), 256)
-    assert view(b"key-00134", 256) == '"key-00134" (9 bytes)'
-    assert view(b"x" * 300, 16) == reference(b"x" * 300, 16)
-    assert view(b'{"a":[1,-2,"x y"],"b":{},"c":null}', 256) == \
-        '{"a":[1,-2,"x y"],"b":{},"c":null} (34 bytes)'
-    for declined in (b"  [", "é".encode(), b'say "hi"', b"a\tb", b'{"a": 1}', b'{"a":1.5}',
-                     b'{"a":1,"a":2}', b"[-0]", b'["\\u00e9"]', b"[1]x", b"[NaN]"):
-        assert view(declined, 256) is None
-
-
-def _json_values() -> Any:
-    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
-                        st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E),
-                                max_size=6))
-    return st.recursive(scalars, lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.dictionaries(st.text("ab\" x", max_size=3), inner, max_size=4)), max_leaves=12)
-
-
-@pytest.mark.skipif(tree._payload_view is None, reason="accelerator not in use")
-@settings(max_examples=800, deadline=None)
-@given(st.one_of(st.lists(_json_values()), st.dictionaries(st.text(max_size=3),
-                                                          _json_values())),
-       st.integers(min_value=0, max_value=40), st.sampled_from(["", " ", ",", '"', "0", "-",
-                                                                 "-0,", "}", "\\", ".5", "e1"]),
-       st.sampled_from(LIMITS + [0, 2, 300]))
-def test_accelerated_json_view_matches_python(value: Any, at: int, insert: str,
-                                              limit: int | None) -> None:
-    """Compact JSON (and JSON one character away from it) as the C view shows it is what
-    json.loads + json.dumps show."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    variants = [text, text[:at] + insert + text[at:]]
-    if isinstance(value, dict) and value:           # a key twice (json.loads keeps one)
-        first = json.dumps(dict([next(iter(value.items()))]), ensure_ascii=False,
-                           separators=(",", ":"))
-        variants.append(text[:-1] + "," + first[1:])
-    for variant in variants:
-        data = variant.encode()
-        c = tree._payload_view(data, limit)
-        if c is not None:
-            assert c == reference(data, limit), variant
-
-
 def test_short_view_cache_is_bounded() -> None:
     tree._VIEWS.clear()
     for i in range(tree._VIEWS_LIMIT + 10):
