@@ -1,8 +1,10 @@
 """The compiled hot path (``kwsniff/_compiled.py``): the guard, and identical output.
 
-* The guard lets a module run compiled only while its source has the hash the build
-  recorded, and never with ``KWSNIFF_COMPILED=0`` / ``KWSNIFF_PURE``.
-* ``kwsniff`` run with its compiled modules and with ``KWSNIFF_COMPILED=0`` prints the
+* The guard lets a module run compiled only while its source (``.py`` and ``.pxd``) has
+  the hash the build recorded, and a C kernel run only while its C files have theirs;
+  neither with ``KWSNIFF_PURE``.
+* ``kwsniff`` run with its compiled modules and kernels and with ``KWSNIFF_PURE=1``
+  (every module from source, no kernel) prints the
   same bytes (stdout and stderr) for ``decode`` (summary with 1 and 2 jobs, ``-V -x
   --offsets``), ``export --records`` and ``stats`` on sample captures: three in the
   default run, every one under ``--all``. Skipped when no module was compiled (no
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from kwsniff import _compiled, accel
+from kwsniff import _compiled
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted((ROOT / "pcaps").glob("*.pcap"))
@@ -46,7 +49,7 @@ def _imports(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("KWSNIFF_COMPILED", "KWSNIFF_PURE")}
+           if k != "KWSNIFF_PURE"}
     env.update(extra)
     return env
 
@@ -57,18 +60,19 @@ COMPILED, FROM_SOURCE = _imports(_env())
 def test_a_machine_that_builds_c_compiles_the_hot_path(request: pytest.FixtureRequest) -> None:
     if not request.config.getoption("--all"):
         pytest.skip("checked under --all (CI)")
-    if os.environ.get("KWSNIFF_NO_CYTHON") or accel.speedups is None:
+    if os.environ.get("KWSNIFF_NO_CYTHON") or shutil.which("cc") is None:
         pytest.skip("no compiler at install time, or Cython builds switched off")
     # (a module edited since the build runs from source: that is the guard working)
     unbuilt = {m: why for m, why in FROM_SOURCE.items()
                if not why.startswith("source changed since the build")}
     assert COMPILED and not unbuilt, \
-        f"the C accelerator is built but these hot-path modules are not: {unbuilt}"
+        f"a machine with a C compiler did not compile these hot-path modules: {unbuilt}"
+    missing = [k for k in _compiled.KERNELS if k not in _compiled.read_manifest()]
+    assert not missing, f"a machine with a C compiler did not build these kernels: {missing}"
 
 
 def test_switched_off_nothing_runs_compiled() -> None:
-    for env, why in ((_env(KWSNIFF_COMPILED="0"), "KWSNIFF_COMPILED=0"),
-                     (_env(KWSNIFF_PURE="1"), "KWSNIFF_PURE is set")):
+    for env, why in ((_env(KWSNIFF_PURE="1"), "KWSNIFF_PURE is set"),):
         compiled, from_source = _imports(env)
         assert compiled == [] and from_source == dict.fromkeys(_compiled.MODULES, why)
 
@@ -84,7 +88,7 @@ def _run(args: list[str], capture: Path, env: dict[str, str]) -> tuple[int, byte
     pytest.param(c, marks=() if c.name in QUICK else pytest.mark.slow, id=c.name)
     for c in CAPTURES])
 def test_compiled_and_source_print_the_same(capture: Path) -> None:
-    compiled, source = _env(), _env(KWSNIFF_COMPILED="0")
+    compiled, source = _env(), _env(KWSNIFF_PURE="1")
     for args in COMMANDS:
         a, b = _run(args, capture, compiled), _run(args, capture, source)
         assert a[0] == b[0] == 0, (args, a[2][-500:], b[2][-500:])
@@ -119,18 +123,56 @@ def test_guard_without_a_build_or_switched_off(tmp_path: Path) -> None:
     recorded = _compiled.source_hash(str(root / "engine.py"))
     assert _compiled.Guard({}, None, str(root)).reason(
         "kwsniff.engine", str(root / "engine.py")) == "not compiled"
-    off = _compiled.Guard({"kwsniff.engine": recorded}, "KWSNIFF_COMPILED=0", str(root))
+    off = _compiled.Guard({"kwsniff.engine": recorded}, "KWSNIFF_PURE is set", str(root))
     assert off.find_spec("kwsniff.engine").origin == str(root / "engine.py")
     assert off.find_spec("kwsniff.cli") is None                  # not one of MODULES
 
 
 @pytest.mark.parametrize("environ, why", [
-    ({}, None), ({"KWSNIFF_COMPILED": "1"}, None), ({"KWSNIFF_PURE": "0"}, None),
-    ({"KWSNIFF_COMPILED": "0"}, "KWSNIFF_COMPILED=0"),
+    ({}, None), ({"KWSNIFF_PURE": "0"}, None), ({"KWSNIFF_PURE": ""}, None),
     ({"KWSNIFF_PURE": "1"}, "KWSNIFF_PURE is set"),
 ])
 def test_environment_switches(environ: dict[str, str], why: str | None) -> None:
     assert _compiled.disabled_reason(environ) == why
+
+
+def test_a_pxd_beside_a_module_is_part_of_its_hash(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    alone = _compiled.source_hash(_compiled.module_files("kwsniff.engine", str(root)))
+    assert alone == _compiled.source_hash(str(root / "engine.py"))
+    (root / "engine.pxd").write_text("cdef class Engine:\n    pass\n")
+    files = _compiled.module_files("kwsniff.engine", str(root))
+    assert files == [str(root / "engine.py"), str(root / "engine.pxd")]
+    recorded = _compiled.source_hash(files)
+    guard = _compiled.Guard({"kwsniff.engine": recorded}, None, str(root))
+    assert guard.reason("kwsniff.engine", str(root / "engine.py")) is None
+    (root / "engine.pxd").write_text("cdef class Engine:\n    cdef int x\n")
+    assert "source changed" in guard.reason("kwsniff.engine", str(root / "engine.py"))
+
+
+def test_a_kernel_runs_only_from_the_c_files_it_was_built_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for rel in _compiled.KERNELS["kwsniff.kafka._records"]:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"/* {rel} */\n")
+    files = _compiled.kernel_files("kwsniff.kafka._records", str(tmp_path))
+    recorded = _compiled.source_hash(files)
+    guard = _compiled.Guard({"kwsniff.kafka._records": recorded}, None, str(tmp_path))
+    monkeypatch.setattr(_compiled, "_guard", guard)
+    imported: list[str] = []
+    monkeypatch.setattr(_compiled.importlib, "import_module",
+                        lambda name: imported.append(name) or name)
+    assert _compiled.kernel("kwsniff.kafka._records") == "kwsniff.kafka._records"
+    (tmp_path / "kafka" / "_bytes.h").write_text("/* edited */\n")   # a header counts
+    assert _compiled.kernel("kwsniff.kafka._records") is None
+    assert "C source changed" in _compiled.kernels_unused["kwsniff.kafka._records"]
+    assert _compiled.kernel("kwsniff.capture._pcap") is None
+    assert _compiled.kernels_unused["kwsniff.capture._pcap"] == "not built"
+    guard.disabled = "KWSNIFF_PURE is set"
+    (tmp_path / "kafka" / "_bytes.h").write_text("/* kafka/_bytes.h */\n")
+    assert _compiled.kernel("kwsniff.kafka._records") is None
+    assert imported == ["kwsniff.kafka._records"]
 
 
 def test_manifest_reading(tmp_path: Path) -> None:

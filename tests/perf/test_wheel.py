@@ -1,12 +1,13 @@
 """An installed wheel, not the checkout: what ``pip install kwsniff`` users get.
 
 Builds the wheel from the source tree (``pip wheel . --no-deps``, a few minutes: the C
-accelerator and the Cython modules are compiled), unpacks it into a directory and runs
+kernels and the Cython modules are compiled), unpacks it into a directory and runs
 kwsniff from there, with the checkout's editable install taken out of the import path
 (the dependencies still come from the test environment). Checks:
 
-* kwsniff is imported from the wheel, the C accelerator loads and every module of
-  ``kwsniff/_compiled.py`` runs compiled (the wheel carries the build's manifest);
+* kwsniff is imported from the wheel, every C kernel loads and every module of
+  ``kwsniff/_compiled.py`` runs compiled (the wheel carries the build's manifest and
+  the sources the guard hashes);
 * the package data a wheel must carry is there (schema tables, ``.tcss``, the export
   schema) and the shipped plugins are installed as data files;
 * ``decode -V``, ``stats`` and ``export --records`` of sample captures print the same
@@ -62,8 +63,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _python(site: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
     prelude = _PRELUDE.format(root=str(ROOT), site=str(site))
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KWSNIFF_PURE",
-                                                            "KWSNIFF_COMPILED")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KWSNIFF_PURE")}
     return subprocess.run([sys.executable, "-c", prelude + code, *args], capture_output=True,
                           text=True, cwd=site.parent, env=env, timeout=600)
 
@@ -71,17 +71,18 @@ def _python(site: Path, code: str, *args: str) -> subprocess.CompletedProcess[st
 def test_the_wheel_carries_the_compiled_modules_and_data(site: Path) -> None:
     code = """
 import importlib, json
-import kwsniff, kwsniff._compiled as c, kwsniff.accel as a
+import kwsniff, kwsniff._compiled as c
 mods = [importlib.import_module(m) for m in c.MODULES]
 from kwsniff.kafka.protocol import schema
-print(json.dumps({"file": kwsniff.__file__, "accel": a.speedups is not None,
+print(json.dumps({"file": kwsniff.__file__,
+                  "kernels": [k for k in c.KERNELS if c.kernel(k) is not None],
                   "compiled": [m.__name__ for m in mods if not m.__file__.endswith(".py")]}))
 """
     got = _python(site, code)
     assert got.returncode == 0, got.stderr[-4000:]
     info = json.loads(got.stdout)
     assert info["file"].startswith(str(site))
-    assert info["accel"], "the wheel's C accelerator did not load"
+    assert sorted(info["kernels"]) == sorted(_compiled.KERNELS), "a C kernel did not load"
     assert sorted(info["compiled"]) == sorted(_compiled.MODULES)
     names = {p.name for p in (site / "kwsniff").rglob("*")}
     assert "export_schema.json" in names and "_compiled_manifest.json" in names
