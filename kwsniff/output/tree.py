@@ -385,7 +385,7 @@ class _Builder:
         t = type(value)
         if t is not int and t is not str:       # (ints and strings: most values)
             if names is None:
-                names = tuple(p for p in path if not isinstance(p, int))
+                names = tuple([p for p in path if not isinstance(p, int)])
             if isinstance(value, dict):
                 node = parent.add(self.node(key, "", section, path, about))
                 self.fields(node, value, section, path, struct_info, names)
@@ -414,7 +414,7 @@ class _Builder:
               path: tuple[Any, ...], about: str | None, enum: str | None,
               struct_info: Any, names: tuple[str, ...]) -> None:
         """An array field: one node per struct element, or scalars inline."""
-        if value and all(isinstance(v, dict) for v in value):
+        if value and _all_dicts(value):
             count = f"{len(value)} item{'s' if len(value) != 1 else ''}"
             node = parent.add(self.node(key, count, section, path, about))
             for i, item in enumerate(value):
@@ -661,6 +661,14 @@ class _Builder:
 
 #: the deepest struct the tree shows (levels below the body)
 MAX_TREE_NESTING = MAX_NESTING
+
+
+def _all_dicts(items: list[Any]) -> bool:
+    """Whether every item is a dict."""
+    for v in items:
+        if not isinstance(v, dict):
+            return False
+    return True
 
 
 def _item_hint(item: dict[str, Any]) -> str:

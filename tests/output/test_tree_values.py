@@ -21,11 +21,6 @@ from kwsniff.output.tree import build_tree, render_tree
 LIMITS = [None, 1, 5, 16, 256]
 
 
-class _Limit:
-    def __init__(self, limit: int | None) -> None:
-        self.value_chars = limit
-
-
 def reference(data: bytes | None, limit: int | None) -> str:
     """The general path: the built-in view, shown as ``_Builder._shown`` shows it."""
     if data is None:
@@ -33,8 +28,9 @@ def reference(data: bytes | None, limit: int | None) -> str:
     if not data:
         return "0 bytes"
     kind, obj, text, _ = builtin_view(bytes(data), limit)
-    return tree._Builder._shown(_Limit(limit), len(data), kind, obj, text,  # type: ignore[arg-type]
-                                None)
+    builder = tree._Builder.__new__(tree._Builder)
+    builder.value_chars = limit
+    return builder._shown(len(data), kind, obj, text, None)
 
 
 SAMPLES = [None, b"", b"k", b"key-00134", b"bench", b"\x00\x01", b"\xff\xfe" * 40,

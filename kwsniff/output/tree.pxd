@@ -1,0 +1,44 @@
+# Cython declarations augmenting tree.py (pure-Python mode): the -V tree's node as an
+# extension type (one per line of every tree) and its plain renderer typed. tree.py
+# stays the one source.
+cimport cython
+
+cdef class TreeNode:
+    cdef public object label
+    cdef public object value
+    cdef public object children
+    cdef public object start
+    cdef public object length
+    cdef public object message
+    cdef public object about
+    cdef public object path
+    cdef public object style
+
+@cython.locals(inner=str, node=TreeNode)
+cdef _emit_plain(list nodes, str pad, str indent, object append)
+
+cdef class _Builder:
+    cdef public object msg
+    cdef public object protocol
+    cdef public object value_chars
+    cdef public object kind
+    cdef public object version
+    cdef public bint modern
+    cdef public tuple _schema
+    cdef public dict spans
+
+    cpdef TreeNode node(self, label, value, section, tuple path, about=*, style=*)
+    cpdef info(self, section, tuple names)
+    cpdef fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
+                 tuple names=*)
+    @cython.locals(meta=bint, fast=bint, children=list, known=dict, about_enum=tuple)
+    cpdef _fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
+                  tuple names=*)
+    cpdef tuple _learn(self, dict known, key, section, tuple names, struct_info)
+    cpdef dict _known(self, section, tuple names, struct_info)
+    @cython.locals(node=TreeNode)
+    cpdef value(self, TreeNode parent, key, value, section, tuple path, about, enum,
+                holder, struct_info=*, names=*, bint meta=*)
+    @cython.locals(node=TreeNode, child=TreeNode)
+    cpdef array(self, TreeNode parent, key, list value, section, tuple path, about, enum,
+                struct_info, tuple names)
