@@ -163,6 +163,19 @@ def _frame_bodies_py(data: bytes | memoryview, max_frame: int) -> tuple[list[byt
 _frame_bodies: Any = _kernel.frame_bodies if _kernel is not None else _frame_bodies_py
 
 
+def _frames_at(bodies: list[bytes], offset: int, frame: int, ts: float,
+               skip: int) -> list[Frame]:
+    """The frames of ``bodies`` (consecutive, the first at stream ``offset``; see
+    :func:`_frame_bodies_py`), all from one capture ``frame`` at ``ts``; the first with
+    ``skip`` bytes skipped before it."""
+    out: list[Frame] = []
+    for raw in bodies:
+        out.append(_whole_frame(raw, offset, frame, ts, skip))
+        skip = 0
+        offset += 4 + len(raw)
+    return out
+
+
 class _LazyBounds:
     """``(segment starts, segment ends)`` as buffer indexes, computed on first index."""
 
@@ -469,17 +482,12 @@ class Framer:
         n = len(data)
         max_frame = self.max_frame
         bodies, pos = _frame_bodies(data, max_frame)
-        out: list[Frame] = []
         if bodies:
-            append = out.append
-            skip = self._pending_skip
+            out = _frames_at(bodies, offset, frame, ts, self._pending_skip)
             self._pending_skip = 0
-            at = offset
-            for raw in bodies:
-                append(_whole_frame(raw, at, frame, ts, skip))
-                skip = 0
-                at += 4 + len(raw)
-            self.frames_cut += len(bodies)
+            self.frames_cut += len(out)
+        else:
+            out = []
         if pos < n:
             self.buf = bytearray(data[pos:])
             self.base = offset + pos
