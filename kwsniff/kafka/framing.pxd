@@ -1,15 +1,8 @@
 # Cython augmenting declarations for framing.py (pure-Python mode): Frame becomes an
 # extension type with the same attributes (object-typed: the values and their types are
-# exactly those of the uncompiled module), not GC-tracked (a frame holds bytes and
-# numbers only: the module contract), and _whole_frame and _frames_at C functions that
-# make frames without the constructor's argument parsing.
+# exactly those of the uncompiled module), and _whole_frame and _frames_at C functions
+# that make frames without the constructor's argument parsing.
 
-cimport cython
-
-
-@cython.final
-@cython.no_gc
-@cython.freelist(32)
 cdef class Frame:
     cdef public object raw, offset, frame_first, frame_last, ts_first, ts_last
     cdef public object missing, skipped_before, discarded
@@ -17,5 +10,4 @@ cdef class Frame:
 cdef Frame _whole_frame(object raw, object offset, object frame, object ts,
                         object skipped_before)
 
-@cython.locals(raw=bytes)
 cdef list _frames_at(list bodies, object offset, object frame, object ts, object skip)
