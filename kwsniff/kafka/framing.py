@@ -42,7 +42,7 @@ import struct
 from collections import deque
 from typing import Any, Callable
 
-from kwsniff.accel import speedups
+from kwsniff import _compiled
 
 _I32 = struct.Struct(">i")
 
@@ -93,9 +93,11 @@ def _candidate(buf: bytearray, p: int, lim: int) -> int:
         p = max(p + 1, m.start() - 3)
 
 
-class PyFrameBase:
-    """The storage and constructor of :class:`Frame` in Python (the accelerator's
-    ``FrameBase`` is its twin: the same attributes, defaults and argument errors)."""
+class Frame:
+    """One size-delimited frame; ``raw`` excludes the 4-byte size prefix. Holds bytes
+    and numbers only. Constructor: ``Frame(raw, offset, frame_first, frame_last,
+    ts_first, ts_last, missing=0, skipped_before=0)``; ``discarded`` starts at 0.
+    (Compiled, ``framing.pxd`` makes it an extension type with the same attributes.)"""
 
     __slots__ = ("raw", "offset", "frame_first", "frame_last", "ts_first", "ts_last",
                  "missing", "skipped_before", "discarded")
@@ -112,32 +114,66 @@ class PyFrameBase:
         self.skipped_before = skipped_before  # unframed bytes dropped just before this frame
         self.discarded = 0                  # bytes of missing that were captured after a hole
 
-
-#: the accelerator's frame storage (a C constructor; ``cut_frames`` makes frames directly)
-_FrameBase: Any = speedups.FrameBase if speedups is not None else PyFrameBase
-_CUT_FRAMES: Any = speedups.cut_frames if speedups is not None else None
-
-
-class Frame(_FrameBase):  # type: ignore[misc,valid-type]
-    """One size-delimited frame; ``raw`` excludes the 4-byte size prefix. Holds bytes
-    and numbers only. Constructor: ``Frame(raw, offset, frame_first, frame_last,
-    ts_first, ts_last, missing=0, skipped_before=0)``; ``discarded`` starts at 0."""
-
-    __slots__ = ()
-
-    raw: bytes
-    offset: int
-    frame_first: int
-    frame_last: int
-    ts_first: float
-    ts_last: float
-    missing: int
-    skipped_before: int
-    discarded: int
-
     def __repr__(self) -> str:
         return (f"Frame(len={len(self.raw)}, offset={self.offset}, frames={self.frame_first}-"
                 f"{self.frame_last}, missing={self.missing}, skipped_before={self.skipped_before})")
+
+
+def _whole_frame(raw: bytes, offset: int, frame: int, ts: float, skipped_before: int) -> Frame:
+    """``Frame(raw, offset, frame, frame, ts, ts, 0, skipped_before)`` (the frames
+    :meth:`Framer._fast` cuts; compiled, without the constructor's argument parsing)."""
+    f = Frame.__new__(Frame)
+    f.raw = raw
+    f.offset = offset
+    f.frame_first = frame
+    f.frame_last = frame
+    f.ts_first = ts
+    f.ts_last = ts
+    f.missing = 0
+    f.skipped_before = skipped_before
+    f.discarded = 0
+    return f
+
+
+#: the C kernel's frame scan (``frame_bodies(data, max_frame) -> (bodies, pos)``), or
+#: None: :func:`_frame_bodies_py`
+_kernel = _compiled.kernel("kwsniff.kafka._frames")
+
+
+def _frame_bodies_py(data: bytes | memoryview, max_frame: int) -> tuple[list[bytes], int]:
+    """The bodies (no size prefix) of the complete frames at the start of ``data``, one
+    after the other, and the index where the scan stopped (the end, a partial frame, or
+    a size below 0 or above ``max_frame``)."""
+    bodies: list[bytes] = []
+    n = len(data)
+    pos = 0
+    unpack = _I32.unpack_from
+    while n - pos >= 4:
+        size = unpack(data, pos)[0]
+        if size < 0 or size > max_frame:
+            break
+        end = pos + 4 + size
+        if end > n:
+            break
+        bodies.append(bytes(data[pos + 4:end]))
+        pos = end
+    return bodies, pos
+
+
+_frame_bodies: Any = _kernel.frame_bodies if _kernel is not None else _frame_bodies_py
+
+
+def _frames_at(bodies: list[bytes], offset: int, frame: int, ts: float,
+               skip: int) -> list[Frame]:
+    """The frames of ``bodies`` (consecutive, the first at stream ``offset``; see
+    :func:`_frame_bodies_py`), all from one capture ``frame`` at ``ts``; the first with
+    ``skip`` bytes skipped before it."""
+    out: list[Frame] = []
+    for raw in bodies:
+        out.append(_whole_frame(raw, offset, frame, ts, skip))
+        skip = 0
+        offset += 4 + len(raw)
+    return out
 
 
 class _LazyBounds:
@@ -445,23 +481,20 @@ class Framer:
         """SYNCED with an empty buffer: cut frames straight out of ``data``."""
         n = len(data)
         max_frame = self.max_frame
-        unpack = _I32.unpack_from
-        cut = _CUT_FRAMES(Frame, data, offset, frame, ts, max_frame, self._pending_skip) \
-            if _CUT_FRAMES is not None else None
-        if cut is not None:
-            out, pos = cut
-            if out:
-                self._pending_skip = 0
+        bodies, pos = _frame_bodies(data, max_frame)
+        if bodies:
+            out = _frames_at(bodies, offset, frame, ts, self._pending_skip)
+            self._pending_skip = 0
+            self.frames_cut += len(out)
         else:
-            out, pos = self._cut_py(offset, data, frame, ts)
-        self.frames_cut += len(out)
+            out = []
         if pos < n:
             self.buf = bytearray(data[pos:])
             self.base = offset + pos
             self.pos = 0
             self.segs.append([offset, offset + n, frame, ts])
             if n - pos >= 4:
-                size = unpack(self.buf, 0)[0]
+                size = _I32.unpack_from(self.buf, 0)[0]
                 if size < 0 or size > max_frame:
                     self._lost_sync(size)
                     out.extend(self._hunt(False))
@@ -470,28 +503,6 @@ class Framer:
         else:
             self.base = offset + n
         return out
-
-    def _cut_py(self, offset: int, data: bytes | memoryview, frame: int, ts: float
-                ) -> tuple[list[Frame], int]:
-        """The complete frames at the start of ``data`` and where they end (the loop of
-        :meth:`_fast`; the accelerator's ``cut_frames`` is its twin)."""
-        out: list[Frame] = []
-        n = len(data)
-        pos = 0
-        max_frame = self.max_frame
-        unpack = _I32.unpack_from
-        while n - pos >= 4:
-            size = unpack(data, pos)[0]
-            if size < 0 or size > max_frame:
-                break
-            end = pos + 4 + size
-            if end > n:
-                break
-            out.append(Frame(bytes(data[pos + 4:end]), offset + pos, frame, frame, ts, ts,
-                             0, self._pending_skip))
-            self._pending_skip = 0
-            pos = end
-        return out, pos
 
     def _lost_sync(self, size: int) -> None:
         frame, _ = self._locate(self.base + self.pos)

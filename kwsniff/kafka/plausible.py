@@ -12,12 +12,13 @@ stream is in sync; these checks only decide where a frame may *start*.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
-from kwsniff.accel import speedups
+from kwsniff import _compiled
 from kwsniff.kafka.protocol import schema
+
+#: the C kernel (header_fields, request_fields), or None: the Python code only
+_kernel = _compiled.kernel("kwsniff.kafka._frames")
 
 _I32 = struct.Struct(">i")
 _H16_H16_I32_H16 = struct.Struct(">hhih")
@@ -116,11 +117,12 @@ def _header_fields_py(buf: bytes | bytearray | memoryview, pos: int, end: int,
     return (api_key, version, corr)
 
 
-def _bind_header_fields() -> Any:
-    """The accelerator's ``header_fields`` with the Python code where it declines."""
-    fast = getattr(speedups, "header_fields", None) if speedups is not None else None
-    if fast is None:
-        return _header_fields_py
+def _bind_header_fields() -> tuple[Any, Any]:
+    """``(header_fields, request_fields)``: the kernel's, with the Python code where it
+    declines (NotImplemented), or the Python code alone."""
+    if _kernel is None:
+        return _header_fields_py, _request_fields_py
+    fast, fast_whole = _kernel.header_fields, _kernel.request_fields
     versions = MAX_VERSIONS
     declined = NotImplemented
 
@@ -129,18 +131,18 @@ def _bind_header_fields() -> Any:
         r = fast(buf, pos, end, size, versions)
         return _header_fields_py(buf, pos, end, size) if r is declined else r
 
-    return header_fields
+    def request_fields(raw: bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
+        r = fast_whole(versions, raw)
+        return _request_fields_py(raw) if r is declined else r
+
+    return header_fields, request_fields
 
 
-#: ``(api_key, api_version, correlation_id)`` if a plausible request header of a
-#: ``size``-byte frame starts at ``buf[pos]`` (looking below ``end``), else None
-_header_fields = _bind_header_fields()
-
-#: ``request_fields(raw)``: ``(api_key, api_version, correlation_id)`` if a frame body
-#: ``raw`` (no size prefix) starts like a plausible Kafka request, else None
-request_fields: Callable[[bytes | bytearray | memoryview], tuple[int, int, int] | None] = (
-    partial(speedups.request_fields, MAX_VERSIONS)
-    if speedups is not None and hasattr(speedups, "request_fields") else _request_fields_py)
+#: ``_header_fields(buf, pos, end, size)``: ``(api_key, api_version, correlation_id)``
+#: if a plausible request header of a ``size``-byte frame starts at ``buf[pos]``
+#: (looking below ``end``), else None; ``request_fields(raw)``: the same for a whole
+#: frame body ``raw`` (no size prefix)
+_header_fields, request_fields = _bind_header_fields()
 
 
 def request_prefix_needed(buf: bytes | bytearray | memoryview, pos: int, end: int) -> int:

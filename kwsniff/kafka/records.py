@@ -35,22 +35,25 @@ from typing import Any, Iterator
 
 from kwsniff.kafka import compression as _comp
 
-from kwsniff.accel import speedups as _speedups
+from kwsniff import _compiled
 
-if _speedups is not None:
-    # the accelerator's CRC-32C: importing the crc32c package costs ~0.1 s per run (it
+#: the C kernel (crc32c, v2_set_stats, v2_records), or None: the Python code below only
+_kernel = _compiled.kernel("kwsniff.kafka._records")
+
+if _kernel is not None:
+    # the kernel's CRC-32C: importing the crc32c package costs ~0.1 s per run (it
     # reads its own version from the installed package metadata)
-    _crc32c_native = _speedups.crc32c
+    _crc32c_native = _kernel.crc32c
 else:
     try:
         from crc32c import crc32c as _crc32c_native
     except ImportError:  # pragma: no cover - exercised only where the wheel is missing
         _crc32c_native = None
 
-#: the accelerator's _parse_v2_records (None: the Python code below only)
-_v2_records_native = _speedups.v2_records if _speedups is not None else None
+#: the kernel's _parse_v2_records for records without problems (None: Python only)
+_v2_records_native = _kernel.v2_records if _kernel is not None else None
 #: (batches, records) of a clean magic-2 set without Batch objects (Records._clean_stats)
-_v2_set_stats = _speedups.v2_set_stats if _speedups is not None else None
+_v2_set_stats = _kernel.v2_set_stats if _kernel is not None else None
 
 FORMAT_KAFKA = "kafka"
 FORMAT_07 = "kafka-0.7"
@@ -438,7 +441,7 @@ class Records:
 
     def _clean_stats(self) -> tuple[int, int] | None:
         """``(batches, records)`` of a set of complete magic-2 batches without header or
-        CRC problems, from the accelerator's ``v2_set_stats`` while no batch was parsed
+        CRC problems, from the kernel's ``v2_set_stats`` while no batch was parsed
         (what the parsed batches give, without making them); None otherwise."""
         if self._batches is not None or _v2_set_stats is None or self.format != FORMAT_KAFKA:
             return None
@@ -820,7 +823,8 @@ def _decode_v2(b: Batch) -> list[Record]:
         buf, start, end, in_place = data, lo, hi, True
     parsed = None
     if _v2_records_native is not None:
-        # (None where only Python's unbounded ints or clamped slices give the result)
+        # (None wherever the Python code reports a problem or needs unbounded ints or
+        # clamped slices)
         parsed = _v2_records_native(
             buf, start, end, b.declared_count, b.base_offset or 0, b.base_timestamp or 0,
             b.max_timestamp if (b.attributes or 0) & 0x08 else None, in_place, Record)

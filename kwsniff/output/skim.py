@@ -39,7 +39,7 @@ from kwsniff.output import digest as _digest
 from kwsniff.output import extra_fields
 from kwsniff.output.facts import ExchangeFacts
 
-_skim_fields = getattr(_speedups, "skim_fields", None) if _speedups is not None else None
+from kwsniff.kafka.protocol.cprogram import skim_fields as _skim_fields  # noqa: E402
 
 
 #: the built-in digests of the APIs the engine can defer (plugins may replace them:

@@ -304,23 +304,3 @@ def test_pure_switch_is_reported():
     out = subprocess.run([sys.executable, "-m", "kwsniff.accel"], capture_output=True,
                          text=True, env=env, check=True).stdout
     assert out.startswith("pure Python (KWSNIFF_PURE is set)")
-
-
-# ------------------------------------------------------------------------ CRC-32C
-
-def test_crc32c_same_as_the_crc32c_package_and_the_python_table():
-    import crc32c as package
-
-    from kwsniff.kafka import records
-    assert records.crc32c is C.crc32c
-    rng = random.Random(5)
-    sizes = list(range(0, 70)) + [255, 256, 4095, 4096, 65535, 65536, 70001, 1 << 20]
-    for n in sizes:
-        data = rng.randbytes(n)
-        want = package.crc32c(data)
-        assert C.crc32c(data) == want == C.crc32c_software(data), n
-        if n < 5000:
-            assert records.crc32c_py(data) == want, n
-        # any buffer, any alignment
-        view = memoryview(b"x" + data)[1:]
-        assert C.crc32c(view) == C.crc32c_software(view) == want, n

@@ -18,8 +18,8 @@ arrays as lists; structs as dicts; null as None. Unknown tagged fields are kept 
 
 Generated code is measured faster than interpreting the table per message (see
 docs/protocol-coverage.md); it groups runs of fixed-size fields into one
-``struct.unpack_from`` call. With the C accelerator the function returned (without
-spans) first tries ``_speedups.decode_fields`` on a program of the same rows and runs
+``struct.unpack_from`` call. With the C kernel the function returned (without
+spans) first tries :data:`cprogram.decode_fields` on a program of the same rows and runs
 the generated code only where that declines (:mod:`cprogram`); results are identical.
 """
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from kwsniff.accel import speedups
+from kwsniff.kafka.protocol import cprogram
 from kwsniff.kafka.protocol.cprogram import LazyPython, build_program, with_accelerator
 from kwsniff.kafka.protocol.layout import FIXED as _FIXED
 from kwsniff.kafka.protocol.layout import MAX_EMPTY_ELEMENTS, Layout
@@ -349,14 +349,15 @@ class _Compiler(Layout):
 def compile_decoder(fields: tuple, version: int, flexible: bool, with_spans: bool = False,
                     name: str = "decode") -> DecodeFn:
     """Build the decode function for ``fields`` at ``version`` (see module docstring).
-    With the C accelerator (and no spans) the generated Python behind it is compiled
+    With the C kernel (and no spans) the generated Python behind it is compiled
     only when first needed: where the C decoder declines, or when ``fn.python`` is
     called or ``fn.python.function()`` asked for (most messages never need it, and
     compiling costs ~1 ms per decoder at start-up)."""
-    if speedups is not None and not with_spans:
+    decode_fields = cprogram.decode_fields
+    if decode_fields is not None and not with_spans:
         program = build_program(fields, version, flexible, Records)
         python = LazyPython(lambda: _generate(fields, version, flexible, False, name))
-        return with_accelerator(python, program, speedups.decode_fields)
+        return with_accelerator(python, program, decode_fields)
     return _generate(fields, version, flexible, with_spans, name)
 
 

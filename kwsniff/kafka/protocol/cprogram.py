@@ -1,15 +1,17 @@
-"""Schema rows -> the program the C accelerator's field decoder runs (``decode_fields``).
+"""Schema rows -> the program the C field decoder runs (``decode_fields``), and that decoder.
 
 Contract: :func:`build_program` turns one field list at one version into nested tuples
 (below) following the same :class:`~kwsniff.kafka.protocol.layout.Layout` rules as the
 generated Python decoders. :func:`with_accelerator` wraps a generated decoder so that
-``_speedups.decode_fields`` decodes first; where the C decoder declines (malformed or
+the kernel's :data:`decode_fields` (``kwsniff.kafka.protocol._fields``) decodes first; where the C decoder declines (malformed or
 truncated input, a null in a non-nullable field, a tagged field that does not decode
 exactly, a buffer that is not ``bytes``, a Python exception) it leaves ``out`` empty and
 the generated Python decoder decodes the bytes, as it always did (that decoder is
 built on first use: :class:`LazyPython`). Where the C decoder succeeds, ``out`` holds
 what the Python decoder would have put there, key for key and in the same order, and
-no problem was found (``tests/perf/test_accel_decode.py``).
+no problem was found (``tests/protocol/test_fields_kernel.py``). :data:`decode_fields`
+and :data:`skim_fields` (the same walk for summary lines, used by
+:mod:`kwsniff.output.skim`) are None when the kernel is not in use.
 
 Program: a struct is ``(ops, flexible, tagged)``: the in-line fields in order, whether a
 tagged-field section follows, and ``{tag: op}``. Ops (``name`` None for an array's
@@ -26,10 +28,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from kwsniff import _compiled
 from kwsniff.kafka.protocol.layout import FIXED, Layout
 from kwsniff.kafka.protocol.schema import F_CHILDREN, F_NAME, F_TYPE
 
 OP_FIXED, OP_STRING, OP_BYTES, OP_RECORDS, OP_UUID, OP_STRUCT, OP_ARRAY = range(7)
+
+#: the C kernel of this module (None: the generated Python decoders only)
+_kernel = _compiled.kernel("kwsniff.kafka.protocol._fields")
+#: ``decode_fields(buf, pos, out, program)``: end offset, or None (``out`` left empty)
+decode_fields: Any = _kernel.decode_fields if _kernel is not None else None
+#: ``skim_fields(buf, pos, program, errors)``: (body, end offset) or None
+skim_fields: Any = _kernel.skim_fields if _kernel is not None else None
 
 _SCALAR = {"string": OP_STRING, "bytes": OP_BYTES, "records": OP_RECORDS}
 

@@ -1,4 +1,4 @@
-"""The accelerator's field decoder (``_speedups.decode_fields``) gives exactly what the
+"""The field decoder kernel (``kwsniff.kafka.protocol._fields.decode_fields``) gives exactly what the
 generated Python decoders give, or declines and leaves the bytes to them.
 
 Every decoder the table compiles (without spans) is the C decoder with the generated
@@ -11,7 +11,7 @@ nulls where the schema forbids them, bad tagged fields). The results compared: t
 dict (keys, order, value types and values), the end offset, the problems, and the
 exception where the Python decoder raises. Where the Python decoder finds nothing to
 report the C decoder must not decline (else it would never be used). Skipped when the
-accelerator is not built.
+kernel is not in use.
 """
 
 from __future__ import annotations
@@ -25,15 +25,17 @@ from typing import Any
 import pytest
 
 from fuzz.checks import check_same_decoding, decoding_outcome, exact
-from kwsniff import accel
+from kwsniff import _compiled
 from kwsniff.kafka.protocol import decoder
 from kwsniff.kafka.protocol.cprogram import OP_ARRAY, OP_FIXED, OP_STRING, OP_STRUCT, build_program
 from kwsniff.kafka.protocol.decoder import body_decoder, struct_decoder
 from kwsniff.kafka.protocol.schema import STRUCTS
 from kwsniff.kafka.records import Records
 
-C = accel.speedups
-pytestmark = pytest.mark.skipif(C is None, reason=f"accelerator not in use: {accel.status}")
+C = _compiled.kernel("kwsniff.kafka.protocol._fields")
+pytestmark = pytest.mark.skipif(
+    C is None,
+    reason=f"kernel not in use: {_compiled.kernels_unused.get('kwsniff.kafka.protocol._fields')}")
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests" / "protocol") not in sys.path:
     sys.path.append(str(ROOT / "tests" / "protocol"))   # the test-only encoder
@@ -43,7 +45,7 @@ protocol_wire = pytest.importorskip("protocol_wire")
 def compare(fn: Any, buf: Any, pos: int, must_accept: bool = False) -> bool:
     """C-first and Python-only decoding agree (``fuzz.checks.check_same_decoding``, the
     check the ``accel`` fuzz target makes); returns whether C accepted."""
-    assert hasattr(fn, "python"), "decoders are compiled with the accelerator"
+    assert hasattr(fn, "python"), "decoders are compiled with the kernel"
     accepted = check_same_decoding(fn, buf, pos, "decoder")
     if must_accept:
         want = decoding_outcome(fn.python, buf, pos)

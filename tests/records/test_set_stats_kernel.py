@@ -1,10 +1,10 @@
-"""The accelerator's ``v2_set_stats`` (batch and record counts of a clean magic-2 record
+"""The records kernel's ``v2_set_stats`` (kwsniff.kafka._records) (batch and record counts of a clean magic-2 record
 set, used by :class:`~kwsniff.kafka.records.Records` before any batch is parsed) gives
 what the parsed batches give: the same ``batch_count``, ``record_count``,
 ``record_count_exact`` and ``problem_count`` on every record set of the sample captures
 (every codec, magic 0/1/2, control batches, transactions), on their truncations and
 byte mutations, and declines (None) wherever a batch has a header or CRC problem.
-Skipped when the accelerator is not built."""
+Skipped when the kernel is not in use."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from kwsniff import accel
+from kwsniff import _compiled
 from kwsniff.capture import open_capture
 from kwsniff.engine import Engine, EngineOptions
 from kwsniff.kafka.records import Records, crc32c_py
 from kwsniff.output.facts import iter_record_sets
 
-C = accel.speedups
-pytestmark = pytest.mark.skipif(C is None, reason=f"accelerator not in use: {accel.status}")
+C = _compiled.kernel("kwsniff.kafka._records")
+pytestmark = pytest.mark.skipif(
+    C is None, reason=f"kernel not in use: {_compiled.kernels_unused.get('kwsniff.kafka._records')}")
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ["rdkafka-produce-codecs.pcap", "rdkafka-idempotent-txn.pcap",
             "kafka-python-0.10.pcap", "kafka-python-0.11.pcap", "aiokafka.pcap",
@@ -43,7 +44,7 @@ SETS = _sets()
 
 
 def _stats(data: bytes, quick: bool) -> tuple:
-    """What the summary reads of a set: via the accelerator (quick) or parsed batches."""
+    """What the summary reads of a set: via the kernel (quick) or parsed batches."""
     rs = Records(data)
     if quick:
         values = (rs.batch_count, rs.record_count, rs.record_count_exact, rs.problem_count)
@@ -58,7 +59,7 @@ def _stats(data: bytes, quick: bool) -> tuple:
 def _python_clean(data: bytes) -> tuple[int, int] | None:
     """The counts when the parsed batches are all complete magic-2 ones without problems."""
     rs = Records(data)
-    rs._clean = False                       # (never ask the accelerator)
+    rs._clean = False                       # (never ask the kernel)
     bs = rs.batches
     if rs._problems or any(b.truncated or b.magic != 2 or b.problems for b in bs):
         return None
