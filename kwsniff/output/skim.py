@@ -3,11 +3,12 @@ decoding those bodies into :class:`~kwsniff.kafka.records.Records` and walking t
 
 Contract:
 
-* :class:`SummaryLane` (one per run, only with the C accelerator) gives, for an exchange
+* :class:`SummaryLane` (one per run, only where the field-decoder kernel
+  ``kwsniff.kafka.protocol._fields`` is in use) gives, for an exchange
   of the ``kafka`` protocol whose request body (and response body, when it has a
   response) the engine deferred (``EngineOptions.defer_bodies``) and whose API has the
   built-in request and response digests, a :class:`SkimFacts`: the digest text, the
-  response's error codes and no record-set problems, read from ``_speedups.skim_fields``
+  response's error codes and no record-set problems, read from the kernel's ``skim_fields``
   (the C field decoder run over the same schema program, with every record set as its
   ``(batches, records, bytes)``), worded by the built-in digests of
   :mod:`kwsniff.output.digest` (the one source of that text). The summary line made
@@ -32,14 +33,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kwsniff.accel import speedups as _speedups
 from kwsniff.kafka.decoding import DEFERRABLE_APIS, complete
 from kwsniff.kafka.model import Exchange, KafkaMessage
+from kwsniff.kafka.protocol.cprogram import skim_fields as _skim_fields
 from kwsniff.output import digest as _digest
 from kwsniff.output import extra_fields
 from kwsniff.output.facts import ExchangeFacts
-
-from kwsniff.kafka.protocol.cprogram import skim_fields as _skim_fields  # noqa: E402
 
 
 #: the built-in digests of the APIs the engine can defer (plugins may replace them:
@@ -93,7 +92,7 @@ class SummaryLane:
 
     @staticmethod
     def available() -> bool:
-        """Whether this build has the lane (the C accelerator with ``skim_fields``)."""
+        """Whether this build has the lane (the field-decoder kernel's ``skim_fields``)."""
         return _skim_fields is not None
 
     def facts(self, ex: Exchange) -> SkimFacts | None:
