@@ -508,7 +508,8 @@ class TcpReassembler:
 
     def _forget(self, flow: _Flow) -> None:
         for key in flow.keys:
-            if self._table.get(key, (None,))[0] is flow:
+            entry = self._table.get(key)
+            if entry is not None and entry[0] is flow:
                 del self._table[key]
         self._flows.pop(flow.conn.index, None)
 
