@@ -3,8 +3,8 @@ segments (a stream script, see :mod:`fuzz.wire`).
 
 Invariants: the event contract holds; every delivered byte equals the byte the script
 sent at that stream offset (when the handshake was captured, so offsets are known);
-nothing is delivered twice; the accelerator's in-order path (``tcp_feed``) gives the
-same events, connection state and counters as the reassembler's Python code.
+nothing is delivered twice; the C header kernel (``kwsniff.tcp._headers``, when in use)
+gives the same events, connection state and counters as the Python parser alone.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from fuzz import checks, wire
 from fuzz import seeds as _seeds
 from kwsniff.tcp import StreamData, TcpEventStream, TcpOptions
-from kwsniff.tcp import reassembly
+from kwsniff.tcp import stream as stream_mod
 
 MAX_LEN = 8192
 OPTIONS = TcpOptions(max_buffer=2048, max_total_buffer=4096, max_problems=50)
@@ -48,16 +48,16 @@ def _view(ev: object) -> tuple:
             tuple(getattr(conn, n) for n in type(conn).__slots__ if n != "sink"))
 
 
-def _same_without_fast_feed(pkts: list, events: list, stream: TcpEventStream) -> None:
-    saved = reassembly._FAST_FEED
-    reassembly._FAST_FEED = None
+def _same_without_kernel(pkts: list, events: list, stream: TcpEventStream) -> None:
+    saved = stream_mod.ETH_IPV4_TCP
+    stream_mod.ETH_IPV4_TCP = None
     try:
         slow = TcpEventStream(pkts, OPTIONS)
         slow_events = [_view(ev) for ev in slow]
     finally:
-        reassembly._FAST_FEED = saved
-    checks.require(slow_events == events, "the C in-order path changed the events")
-    checks.require(slow.stats == stream.stats, "the C in-order path changed the counters")
+        stream_mod.ETH_IPV4_TCP = saved
+    checks.require(slow_events == events, "the C header kernel changed the events")
+    checks.require(slow.stats == stream.stats, "the C header kernel changed the counters")
 
 
 def one_input(data: bytes) -> None:
@@ -68,8 +68,8 @@ def one_input(data: bytes) -> None:
     for ev in stream:
         events.append(ev)
         views.append(_view(ev))
-    if reassembly._FAST_FEED is not None:
-        _same_without_fast_feed(pkts, views, stream)
+    if stream_mod.ETH_IPV4_TCP is not None:
+        _same_without_kernel(pkts, views, stream)
     checks.check_tcp_events(events, len(pkts))
     checks.check_problems(stream.stats.problems, "tcp")
     if not data or not data[0] & wire.OPT_HANDSHAKE:

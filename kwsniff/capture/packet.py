@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TypeAlias
 
+from kwsniff import _compiled
+
 Packet: TypeAlias = tuple[int, float, int, "bytes | memoryview", int]
 
 #: Largest captured length accepted for one record/block. Larger values mean a
@@ -21,10 +23,15 @@ MAX_RECORD = 16 * 1024 * 1024
 #: read (packets are yielded as copies), so resident memory does not grow with the file.
 RELEASE_STEP = 8 * 1024 * 1024
 
+#: the C kernel of the pcap and pcapng walkers (:mod:`kwsniff.capture._pcap`: records and
+#: Enhanced Packet Blocks cut in batches), or None: the walkers' Python code cuts them.
+#: The one place the capture layer chooses.
+PCAP_KERNEL = _compiled.kernel("kwsniff.capture._pcap")
+
 
 class FrameCounter:
     """Base of the capture file walkers: :attr:`frame`, the number of the last packet
-    yielded, exact also while a batch made by the C walker is being handed out."""
+    yielded, exact also while a batch cut by the C kernel is being handed out."""
 
     __slots__ = ("_frame", "_batch")
 

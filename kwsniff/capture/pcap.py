@@ -6,8 +6,9 @@ stream), yielding packet tuples ``(frame, ts, linktype, data, orig_len)``. ``wal
 returns the position of the first record it could not complete; the caller
 supplies more bytes or, at end of input, reports :meth:`PcapWalker.truncation_problem`.
 A record header that cannot be valid sets :attr:`PcapWalker.error` and stops the walk.
-With the C accelerator (:mod:`kwsniff.accel`) records are cut in batches by
-``pcap_batch``, with the same results.
+With the C kernel (:data:`kwsniff.capture.packet.PCAP_KERNEL`) records are cut in
+batches by its ``pcap_batch``, with the same results; :meth:`PcapWalker._walk_py` is
+the reference.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Generator
 
-from kwsniff.accel import speedups
-from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, FrameCounter, Packet
+from kwsniff.capture.packet import MAX_RECORD, PCAP_KERNEL, RELEASE_STEP, FrameCounter, Packet
 
 FILE_HEADER_LEN = 24
-#: packets per call of the C record walker (bounds the copies held at once)
+#: packets per call of the C kernel's record walker (bounds the copies held at once)
 BATCH = 512
 _MORE, _CORRUPT = 1, 2
 
@@ -100,9 +100,9 @@ class PcapWalker(FrameCounter):
                       on_end: Callable[[bytes | memoryview, int, int], None] | None = None,
                       release: Callable[[int], None] | None = None
                       ) -> Generator[Packet, None, int]:
-        """``walk`` with the records cut by the C accelerator, up to
-        :data:`BATCH` per call (same packets, same release points, same errors)."""
-        batch = speedups.pcap_batch  # type: ignore[union-attr]
+        """``walk`` with the records cut by the C kernel, up to :data:`BATCH` per call
+        (same packets, same release points, same errors)."""
+        batch = PCAP_KERNEL.pcap_batch  # type: ignore[union-attr]
         big = self.byteorder == ">"
         hdrlen, units, linktype = self._hdrlen, self.units, self.linktype
         mark = pos + RELEASE_STEP if release is not None else end
@@ -129,7 +129,7 @@ class PcapWalker(FrameCounter):
 
     #: walk(buf, pos, end, on_end=None, release=None): yield every complete record in
     #: ``buf[pos:end]`` and return where the walk stopped (see :meth:`_walk_py`)
-    walk = _walk_batches if speedups is not None else _walk_py
+    walk = _walk_batches if PCAP_KERNEL is not None else _walk_py
 
     def truncation_problem(self, buf: bytes | memoryview, pos: int, end: int) -> str:
         """Describe the incomplete record at ``buf[pos:end]`` (the input ended inside it)."""

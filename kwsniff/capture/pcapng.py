@@ -8,9 +8,10 @@ has its own byte order and interfaces; each interface its own link type,
 position of the first block it could not complete; a block that cannot be valid sets
 :attr:`PcapngWalker.error` and stops the walk; recoverable oddities (a packet for an
 undefined interface) go to :attr:`PcapngWalker.problems`. Simple Packet Blocks carry
-no timestamp and get the previous packet's. With the C accelerator
-(:mod:`kwsniff.accel`) runs of well-formed Enhanced Packet Blocks are walked in batches
-by ``pcapng_epbs``, with the same results; every other block takes the Python path.
+no timestamp and get the previous packet's. With the C kernel
+(:data:`kwsniff.capture.packet.PCAP_KERNEL`) runs of well-formed Enhanced Packet Blocks
+are cut in batches by its ``pcapng_epbs``, with the same results; every other block (and
+every block without the kernel) takes the Python path, the reference.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ import struct
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from kwsniff.accel import speedups
-from kwsniff.capture.packet import MAX_RECORD, RELEASE_STEP, FrameCounter, Packet
+from kwsniff.capture.packet import MAX_RECORD, PCAP_KERNEL, RELEASE_STEP, FrameCounter, Packet
 
 SHB = 0x0A0D0D0A
 IDB = 0x00000001
@@ -37,7 +37,7 @@ IF_TSRESOL = 9
 IF_TSOFFSET = 14
 
 MAX_BLOCK = MAX_RECORD + 4096
-#: packets per call of the C block walker (bounds the copies held at once)
+#: packets per call of the C kernel's block walker (bounds the copies held at once)
 BATCH = 512
 _MORE = 1
 
@@ -75,8 +75,9 @@ class PcapngWalker(FrameCounter):
 
     __slots__ = ("error", "problems", "interfaces", "sections", "_order", "_hdr", "_epb", "_len", "_ifaces", "_last_ts")
 
-    #: C walker of Enhanced Packet Block runs (None: every block takes the Python path)
-    epb_batch = speedups.pcapng_epbs if speedups is not None else None
+    #: the C kernel's walker of Enhanced Packet Block runs (None: every block takes the
+    #: Python path)
+    epb_batch = PCAP_KERNEL.pcapng_epbs if PCAP_KERNEL is not None else None
 
     def __init__(self) -> None:
         FrameCounter.__init__(self)

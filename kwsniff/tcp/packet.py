@@ -13,6 +13,10 @@ types: Ethernet with any number of 802.1Q/802.1ad tags, Linux cooked v1/v2, NULL
 and LOOP, raw IP. IPv4 options and IPv6 extension headers are skipped; fragments
 are reassembled (:mod:`kwsniff.tcp.ipfrag`). Malformed or unsupported packets never
 raise: they are counted and reported to ``problems`` with their frame number.
+
+:data:`ETH_IPV4_TCP` is the C kernel's copy of ``parse``'s Ethernet/IPv4/TCP fast path
+(:mod:`kwsniff.tcp._headers`), or None without the kernel; this module is the one place
+the choice is made.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import socket
 import struct
 
+from kwsniff import _compiled
 from kwsniff.capture import linktypes as lt
 from kwsniff.tcp.ipfrag import FragmentReassembler
 from kwsniff.tcp.problems import ProblemLog
@@ -47,6 +52,12 @@ _V4 = struct.Struct("!H2xHxB2x4s4s")
 _TCP = struct.Struct("!HHIIH")
 _U16 = struct.Struct("!H")
 _PORTS = struct.Struct("!HH")
+
+_HEADERS = _compiled.kernel("kwsniff.tcp._headers")
+#: ``eth_ipv4_tcp(data)``: the segment :meth:`PacketParser.parse` gives for an Ethernet
+#: frame (link type 1) with unfragmented option-less IPv4 and TCP in it, else None
+#: (then ``parse`` decides as always); None when the C kernel is not in use
+ETH_IPV4_TCP = _HEADERS.eth_ipv4_tcp if _HEADERS is not None else None
 
 
 def format_ip(addr: bytes) -> str:

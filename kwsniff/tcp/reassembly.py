@@ -33,9 +33,7 @@ from __future__ import annotations
 from bisect import bisect_right, insort
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
 
-from kwsniff.accel import speedups as _speedups
 from kwsniff.tcp import connection as cx
 from kwsniff.tcp.connection import Connection
 from kwsniff.tcp.events import (
@@ -129,15 +127,6 @@ class TcpReassembler:
         self.gap_bytes = 0
 
     # -- feeding -------------------------------------------------------------------------
-
-    def fast_path(self) -> tuple[Any, dict[bytes, tuple[_Flow, int]], bool] | None:
-        """``(fn, table, gap_on_ack)`` when the C accelerator is in use: then
-        ``fn(table, frame, ts, seg, gap_on_ack, StreamData)`` returns what :meth:`feed`
-        would for the in-order segments it recognises, or None having changed nothing
-        (call :meth:`feed`). None: use :meth:`feed` alone."""
-        if _FAST_FEED is None:
-            return None
-        return _FAST_FEED, self._table, self.gap_on_ack
 
     def feed(self, frame: int, ts: float, seg: Segment) -> Sequence[Event]:
         """Process one segment captured in ``frame`` at ``ts``; return the events it causes
@@ -519,7 +508,8 @@ class TcpReassembler:
 
     def _forget(self, flow: _Flow) -> None:
         for key in flow.keys:
-            if self._table.get(key, (None,))[0] is flow:
+            entry = self._table.get(key)
+            if entry is not None and entry[0] is flow:
                 del self._table[key]
         self._flows.pop(flow.conn.index, None)
 
@@ -573,17 +563,3 @@ class TcpReassembler:
     def open_connections(self) -> int:
         return sum(1 for f in self._flows.values() if not f.closed)
 
-
-def _bind_fast_feed() -> Any:
-    """The accelerator's copy of :meth:`TcpReassembler.feed`'s in-order path, bound to the
-    classes above (None: no accelerator, or it cannot read these classes' slots)."""
-    if _speedups is None:
-        return None
-    try:
-        _speedups.tcp_setup(_Flow, _Direction, Connection, _CONTROL, ACK)
-    except (TypeError, AttributeError):
-        return None
-    return _speedups.tcp_feed
-
-
-_FAST_FEED = _bind_fast_feed()

@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 
-from kwsniff.accel import speedups
 from kwsniff.capture.packet import Packet
-from kwsniff.tcp.events import Event, StreamData
-from kwsniff.tcp.packet import PacketParser
+from kwsniff.tcp.events import Event
+from kwsniff.tcp.packet import ETH_IPV4_TCP, PacketParser
 from kwsniff.tcp.problems import ProblemLog
 from kwsniff.tcp.reassembly import TcpReassembler
 
@@ -81,26 +80,23 @@ class TcpEventStream:
     def _run(self) -> Generator[Event, None, None]:
         parse = self.parser.parse
         feed = self.reassembler.feed
-        # the C accelerator's copy of parse's Ethernet/IPv4/TCP fast path (None: the
+        # the C kernel's copy of parse's Ethernet/IPv4/TCP fast path (None from it: the
         # packet needs the full parser, which then decides as it always does)
-        fast = speedups.eth_ipv4_tcp if speedups is not None else None
-        # ... and of feed's in-order path (None: feed decides)
-        fast_feed = self.reassembler.fast_path()
-        if fast_feed is not None:
-            fast_feed_fn, table, gap_on_ack = fast_feed
-        for count, (frame, ts, linktype, data, orig_len) in enumerate(self._packets, 1):
+        fast = ETH_IPV4_TCP
+        count = 0
+        for frame, ts, linktype, data, orig_len in self._packets:
+            count += 1
             self.packets = count
-            seg = fast(data) if linktype == 1 and fast is not None else None
+            seg = None
+            if linktype == 1 and fast is not None:
+                seg = fast(data)
             if seg is None:
                 seg = parse(frame, ts, linktype, data, orig_len)
-            if seg is not None:
-                events = None
-                if fast_feed is not None:
-                    events = fast_feed_fn(table, frame, ts, seg, gap_on_ack, StreamData)
-                if events is None:
-                    events = feed(frame, ts, seg)
-                if events:
-                    yield from events
+                if seg is None:
+                    continue
+            events = feed(frame, ts, seg)
+            if events:
+                yield from events
         self.parser.finish()
         yield from self.reassembler.finish()
 
