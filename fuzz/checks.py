@@ -17,7 +17,6 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kwsniff import accel
 from kwsniff.kafka.model import STATUSES, Exchange, KafkaMessage
 from kwsniff.kafka.records import Records
 from kwsniff.tcp import ConnectionClosed, ConnectionOpened, StreamData, StreamGap, TcpEventStream
@@ -225,7 +224,7 @@ def _check_tree(root: Any, ex: Exchange) -> None:
                     f"{node.start + node.length}) outside its {size}-byte {node.message} frame")
 
 
-# ----------------------------------------------------------------------------- accelerator
+# ------------------------------------------------------------------ field-decoder kernel
 
 def exact(obj: Any) -> Any:
     """A comparable form of a decoded value that keeps types and dict key order
@@ -254,14 +253,15 @@ def decoding_outcome(fn: Any, buf: Any, pos: int) -> tuple:
 
 
 def check_same_decoding(fn: Any, buf: Any, pos: int, where: str) -> bool:
-    """A decoder compiled with the C accelerator (``fn.python`` behind it) gives what
+    """A decoder run by the field-decoder kernel first (``fn.python`` behind it) gives what
     the generated Python alone gives: same dict (keys, order, types, values), end
     offset, problems, exception. Where C accepts the bytes, Python reports nothing.
     Returns whether C accepted."""
     got, want = decoding_outcome(fn, buf, pos), decoding_outcome(fn.python, buf, pos)
     require(got == want, f"{where}: C-first decoding {got!r} differs from the Python "
                          f"decoder's {want!r}")
-    accepted = accel.speedups.decode_fields(buf, pos, {}, fn.program) is not None
+    from kwsniff.kafka.protocol.cprogram import decode_fields
+    accepted = decode_fields(buf, pos, {}, fn.program) is not None
     require(not accepted or (want[0] == "ok" and not want[3]),
             f"{where}: the C decoder accepted bytes the Python decoder reports: {want!r}")
     return accepted

@@ -7,7 +7,7 @@ kwsniff's decoding layers are instrumented for coverage when imported here. Targ
 that set ``INSTRUMENT_GENERATED = True`` also get the decode functions the protocol
 layer generates at run time from the schema table instrumented (an import hook alone
 would not see them); that costs about 0.1 s per compiled schema version, so only the
-schema-decoder targets pay it. Where the C accelerator stands in front of a generated
+schema-decoder targets pay it. Where the field-decoder kernel stands in front of a generated
 decoder, the Python function behind it is the one instrumented.
 """
 
@@ -36,9 +36,8 @@ def _import_all() -> None:
 
 
 def _instrument_generated_decoders(atheris: object) -> None:
-    from kwsniff import accel
     from kwsniff.kafka.protocol import codegen, decoder
-    from kwsniff.kafka.protocol.cprogram import python_function, with_accelerator
+    from kwsniff.kafka.protocol.cprogram import decode_fields, python_function, with_accelerator
 
     original = codegen.compile_decoder
 
@@ -51,7 +50,7 @@ def _instrument_generated_decoders(atheris: object) -> None:
         # coverage counters (instrumenting the wrapper would count one branch).
         return with_accelerator(
             atheris.instrument_func(python_function(fn)),  # type: ignore[attr-defined]
-            fn.program, accel.speedups.decode_fields)
+            fn.program, decode_fields)
 
     decoder.compile_decoder = compile_instrumented  # type: ignore[assignment]
 

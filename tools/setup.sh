@@ -12,8 +12,9 @@ SUDO=""
 
 if command -v apt-get >/dev/null 2>&1; then
   pkgs=(libpcap0.8 tcpdump tshark)
-  # a C compiler and the interpreter's headers build the optional accelerator
-  # (kwsniff/_speedups.c); without them kwsniff runs its pure-Python path
+  # a C compiler and the interpreter's headers build the optional compiled parts
+  # (the C kernels and Cython modules of kwsniff/_compiled.py); without them kwsniff
+  # runs its pure-Python path, with identical output
   command -v cc >/dev/null 2>&1 || pkgs+=(gcc)
   "$PYTHON" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || pkgs+=(python3-dev)
@@ -44,5 +45,5 @@ PY
 # Precompile: the generated schema table imports ~100x faster from bytecode, and some
 # environments set PYTHONDONTWRITEBYTECODE so it would never be cached otherwise.
 .venv/bin/python -m compileall -q kwsniff plugins >/dev/null
-echo "setup: per-packet path: $(.venv/bin/python -m kwsniff.accel)" >&2
+echo "setup: $(.venv/bin/python -m kwsniff.accel)" >&2
 echo "setup: done; kwsniff is .venv/bin/kwsniff" >&2

@@ -16,7 +16,7 @@ from types import ModuleType
 #: every target, in the order the runner uses
 TARGETS = (
     "capture", "tcp_packets", "tcp_reassembly", "framing", "conversation", "protocol",
-    "structs", "accel", "lane", "records", "gzip", "snappy", "lz4", "zstd", "legacy07",
+    "structs", "fields", "lane", "records", "gzip", "snappy", "lz4", "zstd", "legacy07",
     "embedded", "filter",
 )
 

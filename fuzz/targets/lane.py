@@ -7,7 +7,7 @@ response is decoded as the request's API and version.
 Invariants (``fuzz.checks.check_lane``): the summary line made through the lane is the
 line of the full decoding (eager bodies, facts walk, digest), whether the lane takes
 the exchange or declines it; nothing raises; no control character reaches the line.
-Without the C accelerator the lane is off and every input returns at once.
+Without the field-decoder kernel the lane is off and every input returns at once.
 """
 
 from __future__ import annotations

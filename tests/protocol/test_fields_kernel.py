@@ -44,7 +44,7 @@ protocol_wire = pytest.importorskip("protocol_wire")
 
 def compare(fn: Any, buf: Any, pos: int, must_accept: bool = False) -> bool:
     """C-first and Python-only decoding agree (``fuzz.checks.check_same_decoding``, the
-    check the ``accel`` fuzz target makes); returns whether C accepted."""
+    check the ``fields`` fuzz target makes); returns whether C accepted."""
     assert hasattr(fn, "python"), "decoders are compiled with the kernel"
     accepted = check_same_decoding(fn, buf, pos, "decoder")
     if must_accept:

@@ -1,4 +1,4 @@
-"""The C field decoder (``_speedups.decode_fields``) against the generated Python
+"""The field-decoder kernel (``kwsniff.kafka.protocol._fields``'s ``decode_fields``) against the generated Python
 decoders it stands in front of: a differential target.
 
 Input: ``[decoder: uint16][version: uint8][bytes]``; the first number picks a message
@@ -10,7 +10,7 @@ give the same dict (keys, order, types, values), end offset, problems and except
 where C accepts the bytes, Python reports nothing. A crash in C is a finding of its
 own (libFuzzer sees the signal). The generated Python decoders are instrumented, so
 coverage guides the fuzzer through the schemas; C's branches are not instrumented.
-Without the accelerator (``KWSNIFF_PURE=1`` or not built) there is nothing to compare
+Without the kernel (``KWSNIFF_PURE=1`` or not built) there is nothing to compare
 and every input returns at once (``tests/robustness/test_fuzz.py`` skips the campaign).
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from fuzz import checks
 from fuzz import seeds as _seeds
-from kwsniff import accel
+from kwsniff.kafka.protocol import cprogram
 from kwsniff.kafka.protocol import decode_request, decode_response
 from kwsniff.kafka.protocol.decoder import body_decoder, struct_decoder
 from kwsniff.kafka.protocol.schema import (
@@ -70,7 +70,7 @@ def seeds() -> Iterable[bytes]:
 
 
 def one_input(data: bytes) -> None:
-    if len(data) < 3 or accel.speedups is None:
+    if len(data) < 3 or cprogram.decode_fields is None:
         return
     index, step = _HEAD.unpack_from(data, 0)
     kind, key, lo, hi = DECODERS[index % len(DECODERS)]
