@@ -6,8 +6,7 @@ Contract:
 * :func:`pipeline_wanted` says when :mod:`kwsniff.commands.parallel` uses it: two
   processes, summary lines through the summary lane (no display filter, no ``-V``/``-x``),
   no plugin hook registered (plugins loaded without hooks, as the shipped ones are until
-  configured, report nothing during a run), and ``KWSNIFF_PIPELINE`` not ``0`` (the
-  same output either way; ``0`` is for comparing).
+  configured, report nothing during a run).
 * Block ``b`` (``BLOCK`` consecutive exchanges, as in the other mode) belongs to the
   engine worker (0) when ``b % SHARE == 0``, else to the render worker (1):
   :func:`owner`. Both write one text record per owned block and a final record to the
@@ -29,7 +28,7 @@ Contract:
 * The render worker (:func:`render_work`) has no engine: it decodes each shipped
   exchange's frames again with the same deferred decoders (the same messages the engine
   made; it fails loudly, exit status 70, if they differ in what it checks), sets their
-  timestamps (:func:`take_record`, or the accelerator's ``pipe_take``), and renders it
+  timestamps (:func:`take_record`), and renders it
   through its own Selection and summary lane. What the line reads of an exchange
   (index, endpoints, client id, API, correlation id, timestamps, bodies, problems) is
   then what one process reads; a lane decline completes the bodies with a fresh

@@ -87,7 +87,7 @@ def test_summary_lane_lines_are_the_full_ones(pcap: Path) -> None:
     filter): the same lines as the full decoding, in the same (completion) order."""
     from kwsniff.output.skim import SummaryLane
     if not SummaryLane.available():
-        pytest.skip("the summary lane needs the C accelerator")
+        pytest.skip("the summary lane needs the field-decoder kernel")
     assert _live_lines(pcap, True) == _live_lines(pcap, False)
 
 

@@ -25,7 +25,7 @@ GROUP = ROOT / "pcaps" / "rdkafka-consumer-group.pcap"
 CODECS = ROOT / "pcaps" / "rdkafka-produce-codecs.pcap"
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not PCAPS,
                                 reason="needs fork and the captures in pcaps/")
-#: the pipeline renders through the summary lane, which needs the C accelerator (without
+#: the pipeline renders through the summary lane, which needs the field-decoder kernel (without
 #: it, -j 2 runs the other mode: the output must be the same all the same)
 LANE = SummaryLane.available()
 
@@ -126,7 +126,7 @@ def test_shippable_exchanges() -> None:
     assert (0, True) in kinds and (3, False) in kinds and (18, False) in kinds
 
 
-@pytest.mark.skipif(not LANE, reason="the pipeline needs the summary lane (C accelerator)")
+@pytest.mark.skipif(not LANE, reason="the pipeline needs the summary lane (field-decoder kernel)")
 @pytest.mark.parametrize("where", ["engine", "render"])
 def test_a_failing_worker_is_reported(capsys: pytest.CaptureFixture[str],
                                       monkeypatch: pytest.MonkeyPatch, where: str) -> None:

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PCAPS = sorted((ROOT / "pcaps").glob("*.pcap"))
 
 pytestmark = pytest.mark.skipif(not SummaryLane.available(),
-                                reason="the summary lane needs the C accelerator")
+                                reason="the summary lane needs the field-decoder kernel")
 
 
 def both_lines(req_raw: bytes, resp_raw: bytes | None, status: str = PAIRED

@@ -8,8 +8,8 @@
   same bytes (stdout and stderr) for ``decode`` (summary with 1 and 2 jobs, ``-V -x
   --offsets``), ``export --records`` and ``stats`` on sample captures: three in the
   default run, every one under ``--all``. Skipped when no module was compiled (no
-  Cython or no C compiler at install time); under ``--all`` a machine that built the
-  C accelerator must have compiled them too (``KWSNIFF_NO_CYTHON`` opts out).
+  Cython or no C compiler at install time); under ``--all`` a machine with a C
+  compiler must have built every module and kernel (``KWSNIFF_NO_CYTHON`` opts out).
 """
 
 from __future__ import annotations

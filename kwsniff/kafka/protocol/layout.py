@@ -3,7 +3,7 @@
 Contract: :class:`Layout` answers, for one message version (``version``, ``flexible``),
 which fields are present and which are tagged, whether a field uses the compact
 (varint) encoding, and the fewest bytes a field, a struct or an array element can take.
-The generated Python decoders (:mod:`codegen`) and the C accelerator's programs
+The generated Python decoders (:mod:`codegen`) and the field-decoder kernel's programs
 (:mod:`cprogram`) both follow these rules, so both decode the same bytes the same way.
 """
 
