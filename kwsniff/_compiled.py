@@ -106,10 +106,27 @@ def source_path(module: str, root: str = _HERE) -> str:
 
 def module_files(module: str, root: str = _HERE) -> list[str]:
     """The files a module of :data:`MODULES` is compiled from: its ``.py`` and, when
-    there is one, the augmenting ``.pxd`` beside it."""
+    there is one, the augmenting ``.pxd`` beside it, then the ``.pxd`` files of the
+    kwsniff modules that ``.pxd`` cimports (``from kwsniff.x cimport ...``), and theirs."""
     source = source_path(module, root)
     pxd = source[:-3] + ".pxd"
-    return [source, pxd] if os.path.exists(pxd) else [source]
+    if not os.path.exists(pxd):
+        return [source]
+    files = [source, pxd]
+    # the .pxd files of kwsniff modules it cimports (their layouts are compiled in)
+    todo = [pxd]
+    while todo:
+        with open(todo.pop(), encoding="utf-8") as fh:
+            text = fh.read()
+        for line in text.splitlines():
+            words = line.split()
+            if len(words) >= 4 and words[0] == "from" and words[2] == "cimport" \
+                    and words[1].startswith("kwsniff."):
+                dep = source_path(words[1], root)[:-3] + ".pxd"
+                if dep not in files and os.path.exists(dep):
+                    files.append(dep)
+                    todo.append(dep)
+    return files
 
 
 def kernel_files(name: str, root: str = _HERE) -> list[str]:

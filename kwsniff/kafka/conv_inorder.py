@@ -16,6 +16,7 @@ from collections import deque
 from typing import Any
 
 from kwsniff.kafka import decoding, legacy07
+from kwsniff.kafka.conv_release import ReleaseControl
 from kwsniff.kafka.conv_state import PROTO_SASL, Pending
 from kwsniff.kafka.framing import Frame
 from kwsniff.kafka.model import (
@@ -39,7 +40,7 @@ def _sasl_message(msg: KafkaMessage) -> str | None:
     return message if isinstance(message, str) else None
 
 
-class InOrderPairing:
+class InOrderPairing(ReleaseControl):
     """SASL v0 token and 0.7 pairing for a conversation (see the module docstring)."""
 
     __slots__ = ()

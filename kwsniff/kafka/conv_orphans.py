@@ -15,13 +15,14 @@ from collections import deque
 from typing import Any
 
 from kwsniff.kafka import decoding
+from kwsniff.kafka.conv_inorder import InOrderPairing
 from kwsniff.kafka.conv_state import Pending
 from kwsniff.kafka.framing import Frame
 from kwsniff.kafka.inference import ApiHistory, all_pairs, infer_response
 from kwsniff.kafka.model import ORPHAN_RESPONSE, PAIRED, KafkaMessage
 
 
-class OrphanHandling:
+class OrphanHandling(InOrderPairing):
     """Orphan-response handling for a conversation (see the module docstring)."""
 
     __slots__ = ()

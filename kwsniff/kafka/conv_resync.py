@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 from kwsniff.kafka import decoding, legacy07, plausible
+from kwsniff.kafka.conv_orphans import OrphanHandling
 from kwsniff.kafka.conv_state import CORR_SPREAD, KAFKA07, corr_after
 from kwsniff.kafka.framing import NO, SHORT, STRONG, WEAK
 
@@ -24,7 +25,7 @@ _I32 = struct.Struct(">i")
 SASL_TOKEN_MAX = 65536
 
 
-class ResyncChecks:
+class ResyncChecks(OrphanHandling):
     """Candidate-start judgement for the two framers of a conversation."""
 
     __slots__ = ()

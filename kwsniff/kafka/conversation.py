@@ -27,7 +27,10 @@ Contract:
 The class is split by concern: :mod:`kwsniff.kafka.conv_state` (options, context),
 :mod:`~kwsniff.kafka.conv_resync` (frame-start checks), :mod:`~kwsniff.kafka.conv_orphans`,
 :mod:`~kwsniff.kafka.conv_inorder` (SASL v0 tokens, 0.7) and
-:mod:`~kwsniff.kafka.conv_release` (capture-order bookkeeping).
+:mod:`~kwsniff.kafka.conv_release` (capture-order bookkeeping), one chain of bases
+(``ReleaseControl`` <- ``InOrderPairing`` <- ``OrphanHandling`` <- ``ResyncChecks`` <-
+``Conversation``): compiled, they are extension types sharing one C struct (every
+attribute is declared in ``conv_release.pxd``).
 """
 
 from __future__ import annotations
@@ -38,9 +41,6 @@ from typing import Any
 
 from kwsniff.kafka import decoding, detect, legacy07, plausible
 from kwsniff.kafka.conn_summary import ConnectionSummary
-from kwsniff.kafka.conv_inorder import InOrderPairing
-from kwsniff.kafka.conv_orphans import OrphanHandling
-from kwsniff.kafka.conv_release import ReleaseControl
 from kwsniff.kafka.conv_resync import ResyncChecks
 from kwsniff.kafka.conv_state import (  # noqa: F401 - re-exported for the engine
     KAFKA,
@@ -75,7 +75,7 @@ _I32 = struct.Struct(">i")
 DECIDE_EVERY = 64
 
 
-class Conversation(ResyncChecks, OrphanHandling, InOrderPairing, ReleaseControl):
+class Conversation(ResyncChecks):
     """See the module docstring."""
 
     __slots__ = ("conn", "ctx", "state", "client_dir", "client_by", "kafka_port", "framers",

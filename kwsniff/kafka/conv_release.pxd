@@ -1,0 +1,25 @@
+# Augmenting declarations for conv_release.py (Cython pure-Python mode). The parts of a
+# conversation form one chain of bases, ReleaseControl <- InOrderPairing <-
+# OrphanHandling <- ResyncChecks <- Conversation, so that compiled they are extension
+# types sharing one C struct: every attribute of a conversation is declared here, at
+# the root of the chain, and the methods of every part read and write them as struct
+# fields. The .py files stay the one source of the behaviour.
+
+cdef class ReleaseControl:
+    cdef public object conn, ctx, state, client_dir, client_by
+    cdef public bint kafka_port
+    cdef public tuple framers
+    cdef public dict pending
+    cdef public object fifo, orphans, recent, history
+    cdef public bint sasl_raw
+    cdef public dict sasl_wait
+    cdef public object sasl_client_id
+    cdef public Py_ssize_t requests_since_orphan
+    cdef public object corr_hi, last_req_corr, last_resp_corr, broker_ranges, client_key
+    cdef public bint unordered_partial
+    cdef public object loss_seen, last_client_id, last_pair
+    cdef public Py_ssize_t undecided_chunks, next_decide
+    cdef public object summary
+
+    cpdef object open_key(self)
+    cpdef _refresh(self)
