@@ -5,8 +5,12 @@
 # the root of the chain, and the methods of every part read and write them as struct
 # fields. The .py files stay the one source of the behaviour.
 
+from kwsniff.kafka.conv_state cimport Context
+
+
 cdef class ReleaseControl:
-    cdef public object conn, ctx, state, client_dir, client_by
+    cdef public Context ctx
+    cdef public object conn, state, client_dir, client_by
     cdef public bint kafka_port
     cdef public tuple framers
     cdef public dict pending

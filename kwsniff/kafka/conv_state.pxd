@@ -1,0 +1,20 @@
+# Augmenting declarations for conv_state.py (Cython pure-Python mode): the options, the
+# run's context and a waiting request become extension types (object-typed attributes:
+# the values and their types are exactly those of the uncompiled module; ``reorder``
+# and ``topic_ids`` may be replaced by other implementations, e.g. the live engine's),
+# so the conversation, which cimports them, reads them as C struct fields.
+
+cdef class Options:
+    cdef public object ports, auto_detect, max_frame, window, detect_budget, timeout
+    cdef public object overtake_limit, orphan_delay, orphan_requests, bodies
+    cdef public object recent_limit, show_secrets, acks0_grace, defer_bodies
+
+
+cdef class Context:
+    cdef public Options options
+    cdef public object reorder, topic_ids, histories, learned, stats, now
+    cdef public object annotate_ctx, unordered
+
+
+cdef class Pending:
+    cdef public object key, msg, corr, done, overtaken, conv, kind, unordered
