@@ -106,14 +106,16 @@ def source_path(module: str, root: str = _HERE) -> str:
 
 def module_files(module: str, root: str = _HERE) -> list[str]:
     """The files a module of :data:`MODULES` is compiled from: its ``.py`` and, when
-    there is one, the augmenting ``.pxd`` beside it, then the ``.pxd`` files of the
-    kwsniff modules that ``.pxd`` cimports (``from kwsniff.x cimport ...``), and theirs."""
+    there is one, the augmenting ``.pxd`` beside it, then the ``.py`` and ``.pxd`` of
+    each kwsniff module that ``.pxd`` cimports (``from kwsniff.x cimport ...``), and of
+    theirs: a module compiled against another's extension types runs compiled only
+    while that one does."""
     source = source_path(module, root)
     pxd = source[:-3] + ".pxd"
     if not os.path.exists(pxd):
         return [source]
     files = [source, pxd]
-    # the .pxd files of kwsniff modules it cimports (their layouts are compiled in)
+    # the modules it cimports (their extension types are compiled in)
     todo = [pxd]
     while todo:
         with open(todo.pop(), encoding="utf-8") as fh:
@@ -122,9 +124,10 @@ def module_files(module: str, root: str = _HERE) -> list[str]:
             words = line.split()
             if len(words) >= 4 and words[0] == "from" and words[2] == "cimport" \
                     and words[1].startswith("kwsniff."):
-                dep = source_path(words[1], root)[:-3] + ".pxd"
+                dep_py = source_path(words[1], root)
+                dep = dep_py[:-3] + ".pxd"
                 if dep not in files and os.path.exists(dep):
-                    files.append(dep)
+                    files += [dep_py, dep]
                     todo.append(dep)
     return files
 

@@ -24,16 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from kwsniff.kafka.conn_summary import ConnectionSummary
-from kwsniff.kafka.conversation import KAFKA, KAFKA07, OTHER, TLS, Context, Conversation, Options
+from kwsniff.kafka.conv_state import KAFKA, KAFKA07, OTHER, TLS, Context, Options
+from kwsniff.kafka.conversation import Conversation
 from kwsniff.kafka.model import STATUSES, Exchange
-from kwsniff.tcp import (
-    ConnectionClosed,
-    ConnectionOpened,
-    StreamData,
-    StreamGap,
-    TcpEventStream,
-    TcpOptions,
-)
+from kwsniff.tcp import ConnectionClosed, ConnectionOpened, StreamGap, TcpEventStream, TcpOptions
+from kwsniff.tcp.events import StreamData
 
 #: capture-time interval between sweeps for expired requests
 SWEEP_INTERVAL = 1.0
@@ -182,11 +177,12 @@ class Engine:
     def _feed(self, ev: Any) -> list[Exchange]:
         t = type(ev)
         if t is StreamData:
-            conv = self.convs.get(ev.conn.index)
+            sd = ev                     # (compiled: typed, its fields read as C fields)
+            conv = self.convs.get(sd.conn.index)
             if conv is None:
                 return []
-            conv.data(ev.direction, ev.offset, ev.data, ev.frame, ev.ts)
-            ts = ev.ts
+            conv.data(sd.direction, sd.offset, sd.data, sd.frame, sd.ts)
+            ts = sd.ts
             if conv.state != KAFKA and conv.state != KAFKA07:
                 self._settled(conv)
         elif t is StreamGap:

@@ -23,9 +23,17 @@ from kwsniff.kafka.conv_state import KAFKA, KAFKA07, UNDECIDED
 
 
 class ReleaseControl:
-    """Open-key bookkeeping for a conversation (see the module docstring)."""
+    """Open-key bookkeeping for a conversation (see the module docstring). The root of
+    the conversation's chain of bases: it holds every attribute of a conversation (the
+    other links add none), so a link running from source on top of compiled ones
+    (an edited module before the rebuild) uses the same fields."""
 
-    __slots__ = ()
+    __slots__ = ("conn", "ctx", "state", "client_dir", "client_by", "kafka_port", "framers",
+                 "pending", "fifo", "orphans", "recent", "history", "sasl_raw", "sasl_wait",
+                 "sasl_client_id", "requests_since_orphan", "corr_hi", "last_req_corr",
+                 "last_resp_corr", "broker_ranges", "client_key", "unordered_partial",
+                 "loss_seen", "last_client_id", "last_pair", "undecided_chunks",
+                 "next_decide", "summary")
 
     ctx: Any
     conn: Any

@@ -1,21 +1,24 @@
+cimport cython
 # Augmenting declarations for conversation.py: the conversation as the last link of its
 # chain of extension types (attributes: conv_release.pxd); its per-frame methods are
-# called through the vtable.
+# called through the vtable and read the frame's fields as C struct fields.
 from kwsniff.kafka.conv_resync cimport ResyncChecks
+from kwsniff.kafka.framing cimport Frame
 
 cdef class Conversation(ResyncChecks):
     cpdef data(self, d, offset, data, frame, ts)
+    @cython.locals(f=Frame)
     cpdef _frames(self, d, list frames)
     cpdef _framer_problems(self, d)
-    cpdef tuple _key(self, f, d)
+    cpdef tuple _key(self, Frame f, d)
     cpdef _exchange(self, status, req, resp, protocol=*, problems=*)
     cpdef _emit(self, key, ex)
     cpdef _problem(self, text, run=*)
     cpdef _remember(self, corr, key, ver)
-    cpdef _request(self, f, d)
+    cpdef _request(self, Frame f, d)
     cpdef _count_request(self)
-    cpdef _response(self, f, d)
-    cpdef _decode_response(self, raw, api_key, ver, f)
+    cpdef _response(self, Frame f, d)
+    cpdef _decode_response(self, raw, api_key, ver, Frame f)
     cpdef _after_response(self, msg, req)
     cpdef _overtake(self, key)
     cpdef _unanswered(self, p, why)

@@ -78,12 +78,7 @@ DECIDE_EVERY = 64
 class Conversation(ResyncChecks):
     """See the module docstring."""
 
-    __slots__ = ("conn", "ctx", "state", "client_dir", "client_by", "kafka_port", "framers",
-                 "pending", "fifo", "orphans", "recent", "history", "sasl_raw", "sasl_wait",
-                 "sasl_client_id", "requests_since_orphan", "corr_hi", "last_req_corr",
-                 "last_resp_corr", "broker_ranges", "client_key", "unordered_partial",
-                 "loss_seen", "last_client_id", "last_pair", "undecided_chunks",
-                 "next_decide", "summary")
+    __slots__ = ()      # (the attributes: ReleaseControl.__slots__, the chain's root)
 
     def __init__(self, conn: Any, ctx: Context) -> None:
         self.conn = conn

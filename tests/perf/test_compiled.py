@@ -150,6 +150,32 @@ def test_a_pxd_beside_a_module_is_part_of_its_hash(tmp_path: Path) -> None:
     assert "source changed" in guard.reason("kwsniff.engine", str(root / "engine.py"))
 
 
+def test_the_pxd_files_a_pxd_cimports_are_part_of_its_hash(tmp_path: Path) -> None:
+    """A module compiles in the extension types it cimports: when their module changes
+    (.py or .pxd, transitively), its build is stale too."""
+    root = _tree(tmp_path)
+    kafka = root / "kafka"
+    kafka.mkdir()
+    (root / "engine.pxd").write_text("from kwsniff.kafka.conversation cimport Conversation\n")
+    (kafka / "conversation.pxd").write_text(
+        "from kwsniff.kafka.conv_state cimport Context\ncdef class Conversation:\n    pass\n")
+    (kafka / "conv_state.pxd").write_text("cdef class Context:\n    pass\n")
+    (kafka / "conversation.py").write_text("X = 1\n")
+    (kafka / "conv_state.py").write_text("X = 1\n")
+    files = _compiled.module_files("kwsniff.engine", str(root))
+    assert files == [str(root / "engine.py"), str(root / "engine.pxd"),
+                     str(kafka / "conversation.py"), str(kafka / "conversation.pxd"),
+                     str(kafka / "conv_state.py"), str(kafka / "conv_state.pxd")]
+    guard = _compiled.Guard({"kwsniff.engine": _compiled.source_hash(files)}, None, str(root))
+    assert guard.reason("kwsniff.engine", str(root / "engine.py")) is None
+    (kafka / "conv_state.py").write_text("X = 2\n")      # it runs from source: so must this
+    assert "source changed" in guard.reason("kwsniff.engine", str(root / "engine.py"))
+    (kafka / "conv_state.py").write_text("X = 1\n")
+    assert guard.reason("kwsniff.engine", str(root / "engine.py")) is None
+    (kafka / "conv_state.pxd").write_text("cdef class Context:\n    cdef int x\n")
+    assert "source changed" in guard.reason("kwsniff.engine", str(root / "engine.py"))
+
+
 def test_a_kernel_runs_only_from_the_c_files_it_was_built_from(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for rel in _compiled.KERNELS["kwsniff.kafka._records"]:

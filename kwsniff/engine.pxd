@@ -1,0 +1,18 @@
+# Augmenting declarations for engine.py (Cython pure-Python mode): the engine becomes an
+# extension type with typed attributes, so the per-event path (_feed) reads the events,
+# the run's context and the conversation as C struct fields and calls the
+# conversation's methods through its vtable. engine.py stays the one source.
+cimport cython
+from kwsniff.kafka.conv_state cimport Context
+from kwsniff.kafka.conversation cimport Conversation
+from kwsniff.tcp.events cimport StreamData
+
+
+cdef class Engine:
+    cdef public object options, summary
+    cdef public Context ctx
+    cdef public dict convs, connections
+    cdef public object _next_sweep, _tcp
+
+    @cython.locals(conv=Conversation, sd=StreamData)
+    cpdef list _feed(self, ev)
