@@ -177,11 +177,17 @@ def _scalar(name: str, value: Any, enum: str | None, protocol: str) -> tuple[str
     return repr(value), None
 
 
-#: node values of short payloads (record keys and header values recur from record to
-#: record), per ``value_chars``; cleared when it reaches ``_VIEWS_LIMIT`` entries
+#: node values of payloads up to ``_VIEWS_MAX_BYTES`` (record keys and header values recur
+#: from record to record, and a produced value comes back in the fetch responses), per
+#: ``value_chars``; cleared when it reaches ``_VIEWS_LIMIT`` entries
 _VIEWS: dict[tuple[bytes, int | None], str] = {}
 _VIEWS_LIMIT = 4096
-_VIEWS_MAX_BYTES = 64
+_VIEWS_MAX_BYTES = 1024
+
+
+#: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` without making an
+#: encoder per call
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _builtin_text(data: bytes, limit: int | None) -> str:
@@ -193,7 +199,7 @@ def _builtin_text(data: bytes, limit: int | None) -> str:
     elif kind == KIND_TEXT:
         text = _quote(text)  # type: ignore[arg-type]
     else:                   # json: obj is the parsed object or array
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        text = _COMPACT_JSON.encode(obj)
     if limit and len(text) > limit:
         text = text[:limit] + "…"
     return f"{text} ({len(data)} bytes)"
@@ -501,11 +507,14 @@ class _Builder:
             desc.append("control")
         if b.truncated:
             desc.append("truncated")
-        node = TreeNode(f"Batch {index}", ", ".join(desc), message=self.kind,
-                        start=base + b.start if base is not None else None,
-                        length=b.available if base is not None else None,
-                        path=("records", *path, index))
-        parent.add(node)
+        kind = self.kind
+        # positional (label, value, children, start, length, message, about, path, style)
+        # here and below: this runs for every batch of every record set
+        node = TreeNode(f"Batch {index}", ", ".join(desc), [],
+                        base + b.start if base is not None else None,
+                        b.available if base is not None else None, kind, None,
+                        ("records", *path, index), None)
+        parent.children.append(node)
         rows: list[tuple[str, Any]] = [("BaseOffset", b.base_offset), ("BatchLength", b.length)]
         if b.kind == "v2":
             rows += [("PartitionLeaderEpoch", b.partition_leader_epoch), ("Magic", b.magic)]
@@ -515,9 +524,8 @@ class _Builder:
         crc_text = "null" if b.crc is None else f"0x{b.crc:08x}" + (
             " (ok)" if crc_ok else " (MISMATCH)" if crc_ok is False
             else " (not checked: truncated)")
-        node.add(TreeNode("CRC", crc_text, message=self.kind,
-                          style="error" if crc_ok is False else None))
-        kind = self.kind
+        node.children.append(TreeNode("CRC", crc_text, [], None, None, kind, None, (),
+                                      "error" if crc_ok is False else None))
         for label, value in rows:
             node.children.append(TreeNode(label, "null" if value is None else str(value),
                                           [], None, None, kind))
@@ -529,8 +537,9 @@ class _Builder:
                 attrs.append("transactional")
             if b.control:
                 attrs.append("control")
-            node.add(TreeNode("Attributes", f"0x{b.attributes:04x} ({', '.join(attrs)})",
-                              message=self.kind))
+            node.children.append(TreeNode("Attributes",
+                                          f"0x{b.attributes:04x} ({', '.join(attrs)})",
+                                          [], None, None, kind))
         if b.kind == "v2":
             for label, value in (("LastOffsetDelta", b.last_offset_delta),
                                  ("BaseTimestamp", b.base_timestamp),
