@@ -67,7 +67,14 @@ class SkimFacts(ExchangeFacts):
 
     def __init__(self, exchange: Exchange, names: Any, digest_text: str,
                  errors: list[int]) -> None:
-        super().__init__(exchange, names)
+        # ExchangeFacts.__init__(self, exchange, names), its slots set here (one made per
+        # summary line: the call through super() costs more than the assignments)
+        self.exchange = exchange
+        self._names = names
+        self.exact = False
+        self.lean = False
+        self._req = None
+        self._resp = None
         self.digest_text = digest_text
         self._errors = _Errors(errors) if errors else _NO_ERRORS
         self._record_problems = 0           # clean magic-2 sets only

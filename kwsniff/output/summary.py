@@ -141,28 +141,26 @@ class SummaryFormatter:
             when = f"{format_time(ts, mode, self.start_ts):>10}"
         protocol = exchange.protocol
         corr = first.correlation_id
-        parts = [
-            f"{exchange.index:5d}",
-            p.time(when) if p.enabled else when,
-            self._route(exchange.client, exchange.broker),
-            self._client(req.client_id if req is not None else None),
-            self._api(first, protocol, exchange),
-            f"#{corr}" if corr is not None else "#-",
-            format_latency((resp.ts_last - req.ts_last) * 1000.0
-                           if req is not None and resp is not None else None),
-        ]
+        # one f-string for the fixed columns (the optional ones are appended)
+        line = (f"{exchange.index:5d} {p.time(when) if p.enabled else when} "
+                f"{self._route(exchange.client, exchange.broker)} "
+                f"{self._client(req.client_id if req is not None else None)} "
+                f"{self._api(first, protocol, exchange)} "
+                f"#{'-' if corr is None else corr} "
+                + format_latency((resp.ts_last - req.ts_last) * 1000.0
+                                 if req is not None and resp is not None else None))
         errors = facts.response_side.errors       # facts.error_codes, when there are any
         if errors:
             codes = sorted(errors)
-            names = ",".join(error_label(c, protocol) for c in codes[:2])
+            names = ",".join([error_label(c, protocol) for c in codes[:2]])
             if len(codes) > 2:
                 names += f",+{len(codes) - 2}"
-            parts.append(p.error(names))
+            line += " " + p.error(names)
         text = facts.digest_text      # the summary lane computed it already
         if text is None:
             text = digest(exchange, facts)
         if text:
-            parts.append(text if text.isprintable() else printable(text))
+            line += " " + (text if text.isprintable() else printable(text))
         problems = len(exchange.problems)
         if req is not None:
             problems += len(req.problems)
@@ -172,5 +170,5 @@ class SummaryFormatter:
         # the problems the export lists and -V shows under each batch
         problems += facts.record_problems
         if problems:
-            parts.append(p.warn(f"[{problems} problem{'s' if problems != 1 else ''}]"))
-        return " ".join(parts)
+            line += " " + p.warn(f"[{problems} problem{'s' if problems != 1 else ''}]")
+        return line

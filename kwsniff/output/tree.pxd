@@ -31,7 +31,8 @@ cdef class _Builder:
     cpdef info(self, section, tuple names)
     cpdef fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                  tuple names=*)
-    @cython.locals(meta=bint, fast=bint, children=list, known=dict, about_enum=tuple)
+    @cython.locals(meta=bint, fast=bint, children=list, known=dict, about_enum=tuple,
+                   prefix=tuple)
     cpdef _fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                   tuple names=*)
     cpdef tuple _learn(self, dict known, key, section, tuple names, struct_info)
@@ -42,3 +43,6 @@ cdef class _Builder:
     @cython.locals(node=TreeNode, child=TreeNode)
     cpdef array(self, TreeNode parent, key, list value, section, tuple path, about, enum,
                 struct_info, tuple names)
+
+cdef TreeNode _new(label, value, list children, start, length, message, about, tuple path,
+                   style)

@@ -108,6 +108,24 @@ class TreeNode:
                            self.message, self.about, self.path, self.style))
 
 
+def _new(label: str, value: str, children: list, start: int | None, length: int | None,
+         message: str | None, about: str | None, path: tuple[Any, ...],
+         style: str | None) -> TreeNode:
+    """``TreeNode(label, value, children, start, length, message, about, path, style)``
+    without the constructor's argument handling (the hot paths make every node here)."""
+    node = TreeNode.__new__(TreeNode)
+    node.label = label
+    node.value = value
+    node.children = children
+    node.start = start
+    node.length = length
+    node.message = message
+    node.about = about
+    node.path = path
+    node.style = style
+    return node
+
+
 # ----------------------------------------------------------------------------- values
 
 def _quote(text: str) -> str:
@@ -177,11 +195,17 @@ def _scalar(name: str, value: Any, enum: str | None, protocol: str) -> tuple[str
     return repr(value), None
 
 
-#: node values of short payloads (record keys and header values recur from record to
-#: record), per ``value_chars``; cleared when it reaches ``_VIEWS_LIMIT`` entries
+#: node values of payloads up to ``_VIEWS_MAX_BYTES`` (record keys and header values recur
+#: from record to record, and a produced value comes back in the fetch responses), per
+#: ``value_chars``; cleared when it reaches ``_VIEWS_LIMIT`` entries
 _VIEWS: dict[tuple[bytes, int | None], str] = {}
 _VIEWS_LIMIT = 4096
-_VIEWS_MAX_BYTES = 64
+_VIEWS_MAX_BYTES = 1024
+
+
+#: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` without making an
+#: encoder per call
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def _builtin_text(data: bytes, limit: int | None) -> str:
@@ -193,7 +217,7 @@ def _builtin_text(data: bytes, limit: int | None) -> str:
     elif kind == KIND_TEXT:
         text = _quote(text)  # type: ignore[arg-type]
     else:                   # json: obj is the parsed object or array
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        text = _COMPACT_JSON.encode(obj)
     if limit and len(text) > limit:
         text = text[:limit] + "…"
     return f"{text} ({len(data)} bytes)"
@@ -273,8 +297,7 @@ class _Builder:
         if span is None:
             # positional (label, value, children, start, length, message, about, path,
             # style): this runs for every field of every message
-            return TreeNode(label, value, [], None, None, self.kind, about, (section, *path),
-                            style)
+            return _new(label, value, [], None, None, self.kind, about, (section, *path), style)
         return TreeNode(label, value, start=span[0], length=span[1], message=self.kind,
                         about=about, path=(section, *path), style=style)
 
@@ -316,6 +339,7 @@ class _Builder:
         fast = not meta and not self.spans
         children = parent.children
         kind = self.kind
+        prefix = (section, *path)       # of the node paths: (section, *path, key)
         for key, value in obj.items():
             if key[:1] == "_":
                 if key == "_unknown_tags":
@@ -333,15 +357,15 @@ class _Builder:
                     text = _quote(value)
                     if key == "TopicId" and isinstance(obj.get("_topic_name"), str):
                         text += f" ({obj['_topic_name']})"
-                    children.append(TreeNode(key, text, [], None, None, kind, about_enum[0],
-                                             (section, *path, key), None))
+                    children.append(_new(key, text, [], None, None, kind, about_enum[0],
+                                         prefix + (key,), None))
                     continue
                 if t is int and not about_enum[2]:
                     enum = about_enum[1]
                     label = enum_label(enum, value) if enum is not None else None
-                    children.append(TreeNode(key, f"{value} ({label})" if label else str(value),
-                                             [], None, None, kind, about_enum[0],
-                                             (section, *path, key), None))
+                    children.append(_new(key, f"{value} ({label})" if label else str(value),
+                                         [], None, None, kind, about_enum[0], prefix + (key,),
+                                         None))
                     continue
             self.value(parent, key, value, section, (*path, key), about_enum[0], about_enum[1],
                        obj, struct_info, (*names, key), meta)
@@ -501,11 +525,14 @@ class _Builder:
             desc.append("control")
         if b.truncated:
             desc.append("truncated")
-        node = TreeNode(f"Batch {index}", ", ".join(desc), message=self.kind,
-                        start=base + b.start if base is not None else None,
-                        length=b.available if base is not None else None,
-                        path=("records", *path, index))
-        parent.add(node)
+        kind = self.kind
+        # positional (label, value, children, start, length, message, about, path, style)
+        # here and below: this runs for every batch of every record set
+        node = _new(f"Batch {index}", ", ".join(desc), [],
+                    base + b.start if base is not None else None,
+                    b.available if base is not None else None, kind, None,
+                    ("records", *path, index), None)
+        parent.children.append(node)
         rows: list[tuple[str, Any]] = [("BaseOffset", b.base_offset), ("BatchLength", b.length)]
         if b.kind == "v2":
             rows += [("PartitionLeaderEpoch", b.partition_leader_epoch), ("Magic", b.magic)]
@@ -515,12 +542,11 @@ class _Builder:
         crc_text = "null" if b.crc is None else f"0x{b.crc:08x}" + (
             " (ok)" if crc_ok else " (MISMATCH)" if crc_ok is False
             else " (not checked: truncated)")
-        node.add(TreeNode("CRC", crc_text, message=self.kind,
-                          style="error" if crc_ok is False else None))
-        kind = self.kind
+        node.children.append(_new("CRC", crc_text, [], None, None, kind, None, (),
+                                  "error" if crc_ok is False else None))
         for label, value in rows:
-            node.children.append(TreeNode(label, "null" if value is None else str(value),
-                                          [], None, None, kind))
+            node.children.append(_new(label, "null" if value is None else str(value),
+                                      [], None, None, kind, None, (), None))
         if b.attributes is not None:
             attrs = [f"compression {b.codec_name}"]
             if b.timestamp_type:
@@ -529,8 +555,9 @@ class _Builder:
                 attrs.append("transactional")
             if b.control:
                 attrs.append("control")
-            node.add(TreeNode("Attributes", f"0x{b.attributes:04x} ({', '.join(attrs)})",
-                              message=self.kind))
+            node.children.append(TreeNode("Attributes",
+                                          f"0x{b.attributes:04x} ({', '.join(attrs)})",
+                                          [], None, None, kind))
         if b.kind == "v2":
             for label, value in (("LastOffsetDelta", b.last_offset_delta),
                                  ("BaseTimestamp", b.base_timestamp),
@@ -541,7 +568,7 @@ class _Builder:
                                  ("RecordCount", b.declared_count)):
                 text = _format_ms(value) if "Timestamp" in label and value is not None \
                     else ("null" if value is None else str(value))
-                node.children.append(TreeNode(label, text, [], None, None, kind))
+                node.children.append(_new(label, text, [], None, None, kind, None, (), None))
         recs = b.records    # decodes (and decompresses) the batch
         if b.compressed_size is not None:
             node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> {b.decompressed_size} "
@@ -556,14 +583,16 @@ class _Builder:
         in_place = base is not None and r.start >= 0
         # positional arguments (label, value, children, start, length, message): this
         # runs for every record of every batch
-        kids = [TreeNode("Offset", str(r.offset))]
-        node = TreeNode(f"Record {index}", f"offset {r.offset}", kids,
-                        base + r.start if in_place else None, r.size if in_place else None,
-                        self.kind)
+        offset = str(r.offset)
+        kids = [_new("Offset", offset, [], None, None, None, None, (), None)]
+        node = _new(f"Record {index}", "offset " + offset, kids,
+                    base + r.start if in_place else None, r.size if in_place else None,
+                    self.kind, None, (), None)
         parent.children.append(node)
         add = node.add
         if r.timestamp is not None:
-            kids.append(TreeNode("Timestamp", _format_ms(r.timestamp)))
+            kids.append(_new("Timestamp", _format_ms(r.timestamp), [], None, None, None, None,
+                             (), None))
         if r.control is not None:
             ctl = node.add(TreeNode("Control", str(r.control.get("type"))))
             for k, v in r.control.items():
@@ -575,8 +604,9 @@ class _Builder:
         if not has_decoders():
             # the built-in view only (the common case): values made directly
             limit = self.value_chars
-            kids.append(TreeNode("Key", _view(r.key, limit), []))
-            kids.append(TreeNode("Value", _view(r.value, limit), []))
+            kids.append(_new("Key", _view(r.key, limit), [], None, None, None, None, (), None))
+            kids.append(_new("Value", _view(r.value, limit), [], None, None, None, None, (),
+                             None))
             if r.headers:
                 kids.append(TreeNode("Headers", f"{len(r.headers)}",
                                      [TreeNode(_quote(hk), _view(hv, limit), [])
