@@ -40,7 +40,9 @@ if sys.version_info < (3, 11):
 PY
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+# (setuptools and Cython in the venv too: `python setup.py build_ext --inplace` rebuilds
+# what changed after an edit, as docs/architecture.md describes)
+.venv/bin/python -m pip install -q --upgrade pip "setuptools>=77" "Cython>=3.1,<4" >/dev/null
 .venv/bin/python -m pip install -q -e '.[all]'
 # Precompile: the generated schema table imports ~100x faster from bytecode, and some
 # environments set PYTHONDONTWRITEBYTECODE so it would never be cached otherwise.
