@@ -72,6 +72,20 @@ PyDoc_STRVAR(pcap_batch_doc,
 "captured length exceeds max_record (status 2; incl is that length, else -1).\n"
 "hdrlen is the record header size (16, or 24 for the modified format).");
 
+/* The empty result list of a walk whose arguments passed their checks (``ok``); on bad
+   arguments ValueError "<name>: bad arguments". NULL (``view`` released) on failure. */
+static PyObject *batch_start(Py_buffer *view, int ok, const char *name) {
+    if (!ok) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s: bad arguments", name);
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        PyBuffer_Release(view);
+    return out;
+}
+
 static PyObject *pcap_batch(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, end, mark, hdrlen, max_items;
@@ -82,16 +96,10 @@ static PyObject *pcap_batch(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnnpnLOLKn", &view, &pos, &end, &mark, &big, &hdrlen,
                           &units, &linktype, &frame, &max_record, &max_items))
         return NULL;
-    if (pos < 0 || end > view.len || hdrlen < 16 || units <= 0 || max_items <= 0) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "pcap_batch: bad arguments");
+    PyObject *out = batch_start(&view, pos >= 0 && end <= view.len && hdrlen >= 16
+                                && units > 0 && max_items > 0, "pcap_batch");
+    if (out == NULL)
         return NULL;
-    }
-    PyObject *out = PyList_New(0);
-    if (out == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     const unsigned char *buf = (const unsigned char *)view.buf;
     const double dunits = (double)units;
     int status = ST_END;
@@ -177,16 +185,10 @@ static PyObject *pcapng_epbs(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nnnpO!LKn", &view, &pos, &end, &mark, &big, &PyList_Type,
                           &ifaces, &frame, &max_block, &max_items))
         return NULL;
-    if (pos < 0 || end > view.len || max_items <= 0) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "pcapng_epbs: bad arguments");
+    PyObject *out = batch_start(&view, pos >= 0 && end <= view.len && max_items > 0,
+                                "pcapng_epbs");
+    if (out == NULL)
         return NULL;
-    }
-    PyObject *out = PyList_New(0);
-    if (out == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     const unsigned char *buf = (const unsigned char *)view.buf;
     int status = ST_END;
     Py_ssize_t count = 0;
