@@ -4,3 +4,4 @@ from kwsniff.kafka.conv_release cimport ReleaseControl
 
 cdef class InOrderPairing(ReleaseControl):
     pass
+from kwsniff.kafka.model cimport KafkaMessage, Exchange

@@ -3,6 +3,7 @@
 # the values and their types are exactly those of the uncompiled module; ``reorder``
 # and ``topic_ids`` may be replaced by other implementations, e.g. the live engine's),
 # so the conversation, which cimports them, reads them as C struct fields.
+from kwsniff.kafka.model cimport KafkaMessage
 
 cdef class Options:
     cdef public object ports, auto_detect, max_frame, window, detect_budget, timeout
@@ -17,4 +18,5 @@ cdef class Context:
 
 
 cdef class Pending:
-    cdef public object key, msg, corr, done, overtaken, conv, kind, unordered
+    cdef public KafkaMessage msg
+    cdef public object key, corr, done, overtaken, conv, kind, unordered

@@ -4,6 +4,7 @@ cimport cython
 # called through the vtable and read the frame's fields as C struct fields.
 from kwsniff.kafka.conv_resync cimport ResyncChecks
 from kwsniff.kafka.framing cimport Frame
+from kwsniff.kafka.model cimport KafkaMessage, Exchange
 
 cdef class Conversation(ResyncChecks):
     cpdef data(self, d, offset, data, frame, ts)
@@ -11,14 +12,17 @@ cdef class Conversation(ResyncChecks):
     cpdef _frames(self, d, list frames)
     cpdef _framer_problems(self, d)
     cpdef tuple _key(self, Frame f, d)
-    cpdef _exchange(self, status, req, resp, protocol=*, problems=*)
-    cpdef _emit(self, key, ex)
+    cpdef Exchange _exchange(self, status, KafkaMessage req, KafkaMessage resp, protocol=*,
+                             problems=*)
+    cpdef _emit(self, key, Exchange ex)
     cpdef _problem(self, text, run=*)
     cpdef _remember(self, corr, key, ver)
+    @cython.locals(msg=KafkaMessage)
     cpdef _request(self, Frame f, d)
     cpdef _count_request(self)
+    @cython.locals(msg=KafkaMessage, req=KafkaMessage)
     cpdef _response(self, Frame f, d)
-    cpdef _decode_response(self, raw, api_key, ver, Frame f)
-    cpdef _after_response(self, msg, req)
+    cpdef KafkaMessage _decode_response(self, raw, api_key, ver, Frame f)
+    cpdef _after_response(self, KafkaMessage msg, KafkaMessage req)
     cpdef _overtake(self, key)
     cpdef _unanswered(self, p, why)

@@ -17,7 +17,6 @@ Contract:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 PAIRED = "paired"
@@ -30,32 +29,54 @@ REQUEST = "request"
 RESPONSE = "response"
 
 
-@dataclass(slots=True, eq=False)
-class KafkaMessage:
-    """One Kafka frame and what was decoded from it."""
+_MESSAGE_FIELDS = ("kind", "raw", "api_key", "api_version", "correlation_id", "client_id",
+                   "header", "header_version", "body", "body_offset", "body_end", "problems",
+                   "inferred", "frame_first", "frame_last", "ts_first", "ts_last",
+                   "stream_offset", "missing", "deferred")
 
-    kind: str                          # REQUEST or RESPONSE
-    raw: bytes                         # frame bytes after the 4-byte size prefix
-    api_key: int | None = None         # for responses: from the paired/inferred request
-    api_version: int | None = None
-    correlation_id: int | None = None  # None for the 0.7 protocol
-    client_id: str | None = None       # requests only
-    header: dict[str, Any] = field(default_factory=dict)  # header fields (incl. tagged)
-    header_version: int | None = None
-    body: dict[str, Any] | None = None  # None when the body could not be decoded
-    body_offset: int = 0               # offset of the body within ``raw``
-    body_end: int = 0                  # offset where decoding stopped within ``raw``
-    problems: list[str] = field(default_factory=list)
-    inferred: str | None = None        # how api key/version were guessed for orphans
-    # where in the capture
-    frame_first: int = 0               # capture frame carrying the first byte (size prefix)
-    frame_last: int = 0                # capture frame carrying the last byte
-    ts_first: float = 0.0
-    ts_last: float = 0.0
-    stream_offset: int = 0             # offset of the size prefix in its TCP direction
-    missing: int = 0                   # bytes of the frame lost in a capture gap (raw is cut)
-    # a body left for later (kwsniff.kafka.protocol.decoder.complete_body), else None
-    deferred: Any = None
+
+class KafkaMessage:
+    """One Kafka frame and what was decoded from it.
+
+    (A plain class with ``__slots__`` rather than a dataclass: compiled, ``model.pxd``
+    makes it an extension type whose fields the hot modules read as C struct fields,
+    and whose constructor is compiled too.)"""
+
+    __slots__ = _MESSAGE_FIELDS
+
+    def __init__(self, kind: str, raw: bytes, api_key: int | None = None,
+                 api_version: int | None = None, correlation_id: int | None = None,
+                 client_id: str | None = None, header: dict[str, Any] | None = None,
+                 header_version: int | None = None, body: dict[str, Any] | None = None,
+                 body_offset: int = 0, body_end: int = 0, problems: list[str] | None = None,
+                 inferred: str | None = None, frame_first: int = 0, frame_last: int = 0,
+                 ts_first: float = 0.0, ts_last: float = 0.0, stream_offset: int = 0,
+                 missing: int = 0, deferred: Any = None) -> None:
+        self.kind = kind                    # REQUEST or RESPONSE
+        self.raw = raw                      # frame bytes after the 4-byte size prefix
+        self.api_key = api_key              # for responses: from the paired/inferred request
+        self.api_version = api_version
+        self.correlation_id = correlation_id  # None for the 0.7 protocol
+        self.client_id = client_id          # requests only
+        self.header = {} if header is None else header  # header fields (incl. tagged)
+        self.header_version = header_version
+        self.body = body                    # None when the body could not be decoded
+        self.body_offset = body_offset      # offset of the body within ``raw``
+        self.body_end = body_end            # offset where decoding stopped within ``raw``
+        self.problems = [] if problems is None else problems
+        self.inferred = inferred            # how api key/version were guessed for orphans
+        # where in the capture
+        self.frame_first = frame_first      # capture frame carrying the first byte (size prefix)
+        self.frame_last = frame_last        # capture frame carrying the last byte
+        self.ts_first = ts_first
+        self.ts_last = ts_last
+        self.stream_offset = stream_offset  # offset of the size prefix in its TCP direction
+        self.missing = missing              # bytes of the frame lost in a capture gap (raw is cut)
+        # a body left for later (kwsniff.kafka.protocol.decoder.complete_body), else None
+        self.deferred = deferred
+
+    def __repr__(self) -> str:
+        return _repr(self, _MESSAGE_FIELDS)
 
     @property
     def size(self) -> int:
@@ -63,19 +84,32 @@ class KafkaMessage:
         return len(self.raw) + 4 + self.missing
 
 
-@dataclass(slots=True, eq=False)
-class Exchange:
-    """A request and its response (or an unpaired half), the unit of all output."""
+_EXCHANGE_FIELDS = ("index", "stream", "client", "broker", "status", "request", "response",
+                    "protocol", "problems")
 
-    index: int                         # 1-based, in capture order of the first message
-    stream: int                        # TCP connection index (like tshark's tcp.stream)
-    client: tuple[str, int]
-    broker: tuple[str, int]
-    status: str
-    request: KafkaMessage | None = None
-    response: KafkaMessage | None = None
-    protocol: str = "kafka"            # "kafka", "kafka-0.7" or "kafka-sasl" (raw SASL tokens)
-    problems: list[str] = field(default_factory=list)  # exchange-level (pairing, gaps)
+
+class Exchange:
+    """A request and its response (or an unpaired half), the unit of all output.
+    (A plain class with ``__slots__``: see :class:`KafkaMessage`.)"""
+
+    __slots__ = _EXCHANGE_FIELDS
+
+    def __init__(self, index: int, stream: int, client: tuple[str, int],
+                 broker: tuple[str, int], status: str, request: KafkaMessage | None = None,
+                 response: KafkaMessage | None = None, protocol: str = "kafka",
+                 problems: list[str] | None = None) -> None:
+        self.index = index                  # 1-based, in capture order of the first message
+        self.stream = stream                # TCP connection index (like tshark's tcp.stream)
+        self.client = client
+        self.broker = broker
+        self.status = status
+        self.request = request
+        self.response = response
+        self.protocol = protocol            # "kafka", "kafka-0.7" or "kafka-sasl" (raw SASL tokens)
+        self.problems = [] if problems is None else problems  # exchange-level (pairing, gaps)
+
+    def __repr__(self) -> str:
+        return _repr(self, _EXCHANGE_FIELDS)
 
     def _first(self) -> KafkaMessage:
         msg = self.request or self.response
@@ -120,3 +154,9 @@ class Exchange:
             if msg is not None:
                 out.extend(f"{msg.kind}: {p}" for p in msg.problems)
         return out
+
+
+def _repr(obj: Any, names: tuple[str, ...]) -> str:
+    """``Class(field=value, ...)``, as a dataclass would show it."""
+    inner = ", ".join(f"{n}={getattr(obj, n, None)!r}" for n in names)
+    return f"{type(obj).__name__}({inner})"

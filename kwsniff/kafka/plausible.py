@@ -36,9 +36,15 @@ def _max_versions() -> tuple[int, ...]:
 #: Highest version of each API key in the schema table (-1: unknown key). Used only to
 #: judge plausibility; decoding accepts whatever the schema table knows.
 MAX_VERSIONS: tuple[int, ...] = _max_versions()
-_FLEXIBLE_FROM: tuple[int, ...] = tuple(
-    (f if (f := schema.flexible_from(k, schema.REQUEST)) is not None else 99) if v >= 0 else 99
-    for k, v in enumerate(MAX_VERSIONS))
+
+
+def _flexible_from(key: int, max_version: int) -> int:
+    """First flexible request version of ``key`` (99: none, or an unknown key)."""
+    f = schema.flexible_from(key, schema.REQUEST) if max_version >= 0 else None
+    return 99 if f is None else f
+
+
+_FLEXIBLE_FROM: tuple[int, ...] = tuple(_flexible_from(k, v) for k, v in enumerate(MAX_VERSIONS))
 
 #: Smallest request: api key, api version, correlation id, client id length.
 MIN_REQUEST_SIZE = 10

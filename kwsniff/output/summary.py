@@ -129,7 +129,9 @@ class SummaryFormatter:
         p = self.palette
         if facts is None:
             facts = ExchangeFacts(exchange)
-        req, resp = exchange.request, exchange.response
+        req: KafkaMessage | None = exchange.request
+        resp: KafkaMessage | None = exchange.response
+        first: KafkaMessage
         first = req if req is not None else exchange._first()
         ts = first.ts_last
         if self.start_ts is None:
