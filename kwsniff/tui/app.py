@@ -69,6 +69,9 @@ class KwsniffApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "kwsniff"
+    #: screen classes the layout in app.tcss depends on (see there)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
     BINDINGS = [
         Binding("f", "focus_filter", "Filter"),
@@ -81,6 +84,7 @@ class KwsniffApp(App[None]):
         Binding("o", "sort_next", "Sort"),
         Binding("O", "sort_reverse", "Reverse sort", show=False),
         Binding("c", "toggle_connections", "Connections", show=False),
+        Binding("b", "toggle_bytes", "Bytes", show=False),
         Binding("a", "all_connections", "All connections", show=False),
         Binding("x", "swap_frame", "Req/Resp hex"),
         Binding("t", "time_format", "Time format", show=False),
@@ -206,7 +210,8 @@ class KwsniffApp(App[None]):
 
     _MAIN_ACTIONS = frozenset({
         "focus_filter", "search", "search_next", "search_previous", "stats", "export",
-        "pause", "sort_next", "sort_reverse", "toggle_connections", "all_connections",
+        "pause", "sort_next", "sort_reverse", "toggle_connections", "toggle_bytes",
+        "all_connections",
         "swap_frame", "time_format", "maximize", "help"})
 
     def _first_paint(self) -> None:
@@ -629,11 +634,22 @@ class KwsniffApp(App[None]):
         column = self.spec.sort or "no"
         self._apply_sort(column, not self.spec.reverse)
 
-    def action_toggle_connections(self) -> None:
-        table = self.connections
-        table.display = not table.display
-        if not table.display and table.has_focus:
+    def _toggle_pane(self, widget: Widget, name: str) -> bool:
+        """Show ``widget`` if the layout hides it, else hide it (screen classes
+        ``-show-NAME`` / ``-hide-NAME``, see app.tcss); returns whether it shows now."""
+        screen = self._main_screen if self._main_screen is not None else self.screen
+        show = not widget.display
+        screen.set_class(show, f"-show-{name}")
+        screen.set_class(not show, f"-hide-{name}")
+        if not show and widget.has_focus:
             self.exchanges.focus()
+        return show
+
+    def action_toggle_connections(self) -> None:
+        self._toggle_pane(self.connections, "conns")
+
+    def action_toggle_bytes(self) -> None:
+        self._toggle_pane(self.hexview, "hex")
 
     def action_all_connections(self) -> None:
         self.connections.move_cursor(0, quiet=True)
