@@ -137,6 +137,7 @@ class KwsniffApp(App[None]):
         self.loaded_seconds: float | None = None
         self._load_reported = False
         self._main_screen: Screen[Any] | None = None
+        self._reselect = False       # a view change may have dropped the selection
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -283,6 +284,8 @@ class KwsniffApp(App[None]):
         rows = builder.rows
         count = len(rows)
         if rows is table.rows_ref and count == table.count:
+            if self._reselect and builder.complete:
+                self._follow_view(rows, count, builder)
             return
         replaced = rows is not table.rows_ref
         if not replaced and not self._growth_due(count):
@@ -293,8 +296,39 @@ class KwsniffApp(App[None]):
                                               != self.selected_row):
             pos = position_of(rows, self.selected_row, ascending=not self.spec.sorted)
             if pos is not None:
+                self._reselect = False
                 table.move_cursor(pos, quiet=True)
                 table.keep_line(pos, max(0, min(screen_line, table.body_height - 1)))
+                return
+        if self._reselect:
+            self._follow_view(rows, count, builder)
+
+    def _follow_view(self, rows: Any, count: int, builder: ViewBuilder) -> None:
+        """After a view change that dropped the selected exchange: the cursor goes to the
+        first row of the view (Detail and Bytes follow), or Detail and Bytes are cleared
+        when nothing matches. Waits until the selection is known to be out of the view
+        (a complete view, or an unsorted one already past it)."""
+        selected = self.selected_row
+        if selected is not None and not builder.complete and \
+                (self.spec.sorted or not count or rows[count - 1] < selected):
+            return
+        if count:
+            self._reselect = False
+            table = self.exchanges
+            table.move_cursor(0)
+            table.keep_line(0, 0)
+        elif builder.complete:
+            self._reselect = False
+            self._clear_detail("no exchange in this view")
+
+    def _clear_detail(self, message: str) -> None:
+        self.selected_row = None
+        self.selected_exchange = None
+        self.tree_root = None
+        self.hex_message = None
+        self.detail.show_tree(None)
+        self.hexview.clear(message)
+        self._show_field(None)
 
     def _growth_due(self, count: int) -> bool:
         """Whether rows appended at the end should be shown now: at once when they land
@@ -334,10 +368,12 @@ class KwsniffApp(App[None]):
         parts = []
         total = store.count - store.first_row
         shown = self.exchanges.count
+        # paused: the totals the list was frozen at (the new ones are counted apart)
+        listed = self.paused_at if self.paused else total
         if self.spec.identity:
-            parts.append(f"{total} exchanges")
+            parts.append(f"{shown if self.paused else total} exchanges")
         else:
-            parts.append(f"{shown} of {total} exchanges")
+            parts.append(f"{shown} of {listed} exchanges")
             if self.builder is not None and not self.builder.complete:
                 prog = self.builder.progress()
                 if prog is not None and prog < 1:
@@ -387,9 +423,12 @@ class KwsniffApp(App[None]):
                 if 0 <= pos < table.count:
                     table.move_cursor(pos, quiet=True)
                     table.scroll_to_cursor()
+            elif table.count:
+                table.move_cursor(0)           # nothing selected: open the first one
         else:
             builder = ViewBuilder(self.store, spec, lambda: self.loader.done)
             self.builder = builder
+            self._reselect = True
             table.set_rows(builder.rows, 0)
             self.run_worker(builder.run, thread=True, group="view", name="view")
         if self.paused:

@@ -199,6 +199,17 @@ class VirtualTable(ScrollView, can_focus=True):
         widths = [w for w in self._widths() if w]
         return sum(widths) + len(widths) - 1
 
+    def column_x(self, key: str) -> int | None:
+        """The content x where column ``key`` starts (None when hidden or unknown)."""
+        x = 0
+        for col, w in zip(self.columns, self._widths()):
+            if not w:
+                continue
+            if col.key == key:
+                return x - int(self.scroll_x)
+            x += w + 1
+        return None
+
     def shown_columns(self) -> list[str]:
         """Keys of the columns the current width shows (narrow panes hide some)."""
         return [c.key for c, w in zip(self.columns, self._widths()) if w]
