@@ -37,8 +37,8 @@ from kwsniff.output.filter import FilterError, check_filter, suggest, tokenize
 from kwsniff.tui.rowfacts import is_fast
 
 MAX_SHOWN = 12
-PLACEHOLDER = ('display filter, e.g. api == Produce and latency_ms > 5, error, '
-               'topic contains "orders" (Enter applies, Tab completes)')
+PLACEHOLDER = ('(Tab completes, Enter applies) e.g. api == Produce and latency_ms > 5, '
+               'error, topic contains "orders"')
 
 
 _BARE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-/]*\Z")
