@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from test_tui_app import wait_detail, wait_for, wait_loaded, wait_view
 from textual.pilot import Pilot
+from tui_common import SAMPLE, reference
 
 from kwsniff.output.filter import compile_filter
 from kwsniff.output.pipeline import Selection
@@ -22,9 +24,6 @@ from kwsniff.tui.decoder import decode
 from kwsniff.tui.widgets.exchanges import COLUMNS
 from kwsniff.tui.widgets.filterbar import tab_complete
 from kwsniff.tui.widgets.table import Column, layout_columns
-
-from test_tui_app import wait_detail, wait_for, wait_loaded, wait_view
-from tui_common import SAMPLE, reference
 
 
 def run_at(app: KwsniffApp, size: tuple[int, int],

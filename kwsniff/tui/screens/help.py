@@ -24,13 +24,13 @@ from kwsniff.tui.rowfacts import FAST_FIELDS
 EXTRA_KEYS = [
     ("↑ ↓ PgUp PgDn Home End", "move in the focused list, tree or hex view"),
     ("Enter", "exchange list: open the detail tree; connections: show only this one"),
-    ("Tab / Shift+Tab", "next / previous pane; in the filter bar: complete the word "
-                        "(again: the next / previous candidate)"),
+    ("Tab / Shift+Tab", ("next / previous pane; in the filter bar: complete the word "
+                         "(again: the next / previous candidate)")),
     ("Space / Enter", "detail tree: expand or collapse a node"),
     ("← → ↑ ↓", "hex view: move the byte cursor; the tree follows it"),
     ("Escape", "leave the filter bar or the search box; close a screen"),
-    ("(small terminals)", "under 120 columns Bytes and Connections are hidden, under 36 "
-                          "lines Connections: b and c show them (Bytes under Detail)"),
+    ("(small terminals)", ("under 120 columns Bytes and Connections are hidden, under 36 "
+                           "lines Connections: b and c show them (Bytes under Detail)")),
 ]
 
 MOUSE = [

@@ -22,6 +22,9 @@ Contract:
 
 from __future__ import annotations
 
+import re
+from os.path import commonprefix
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -29,9 +32,6 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.suggester import Suggester
 from textual.widgets import Input, Label, Static
-
-import re
-from os.path import commonprefix
 
 from kwsniff.output.filter import FilterError, check_filter, suggest, tokenize
 from kwsniff.tui.rowfacts import is_fast
