@@ -250,3 +250,66 @@ def test_paused_status_counts_the_list() -> None:
         assert app.status_text().startswith("45 exchanges")
 
     run_at(app, (160, 50), body)
+
+
+# ---------------------------------------------------------------- detail and statistics
+def test_long_problem_lines_wrap() -> None:
+    from rich.text import Text
+
+    from kwsniff.tui.widgets.detail import wrap_label
+
+    text = Text("Problem: " + "word " * 30)
+    lines = wrap_label(text, 40)
+    assert len(lines) > 1 and all(line.cell_len <= 40 for line in lines)
+    assert "".join(line.plain for line in lines).replace(" ", "") == \
+        text.plain.replace(" ", "")
+    assert wrap_label(text, 10) == [text]            # pane not laid out yet: one line
+
+    app = KwsniffApp(capture=str(SAMPLE))
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await wait_loaded(pilot, app)
+        await wait_detail(pilot, app, 0)   # its response: a long "body decoded only partly"
+        tree = app.detail
+        problem = next(n for _, n in app.tree_root.walk() if n.label == "Problem")
+        ui = tree.ui_node(problem)
+        assert ui is not None and ui.parent is not None
+        shown = [c for c in ui.parent.children if c.data is problem]
+        assert len(shown) >= 2                       # the line and its continuation
+        width = tree.scrollable_content_region.width
+        assert all(len(str(c.label)) < width for c in shown)
+        joined = " ".join(str(c.label).strip() for c in shown)
+        assert problem.value.split()[-1] in joined   # the end of the text is on screen
+
+    run_at(app, (100, 60), body)
+
+
+def test_statistics_fit_80_columns() -> None:
+    from kwsniff.tui.screens.stats import StatsScreen, latency_table
+
+    app = KwsniffApp(capture=str(SAMPLE))
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await wait_loaded(pilot, app)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, StatsScreen)
+                       and app.screen.stats is not None)
+        stats = app.screen.stats
+        console = Console(width=76, record=True, file=io.StringIO())
+        console.print(latency_table(stats, 76))
+        text = console.export_text()
+        assert max(len(line) for line in text.splitlines()) <= 76
+        for a in stats.report["apis"]:
+            for key in ("p50", "p99"):
+                value = a["latency_ms"][key]
+                if value is not None:
+                    want = f"{value:.2f}" if value < 1000 else f"{value:.0f}"
+                    assert want in text, (a["api_name"], key, want)
+        assert "10µs" in text                        # the histograms, under the numbers
+        numbers = screen_text(app).split("Latency distribution")[0]
+        assert "p50" in numbers and "p99" in numbers
+        for line in numbers.splitlines():
+            if "│" in line:                          # no number is cut (names may be)
+                assert "…" not in line.split("│", 1)[1], line
+
+    run_at(app, (80, 60), body)
