@@ -69,6 +69,9 @@ class KwsniffApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "kwsniff"
+    #: screen classes the layout in app.tcss depends on (see there)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
     BINDINGS = [
         Binding("f", "focus_filter", "Filter"),
@@ -80,7 +83,8 @@ class KwsniffApp(App[None]):
         Binding("p", "pause", "Pause"),
         Binding("o", "sort_next", "Sort"),
         Binding("O", "sort_reverse", "Reverse sort", show=False),
-        Binding("c", "toggle_connections", "Connections", show=False),
+        Binding("c", "toggle_connections", "Show/hide connections", show=False),
+        Binding("b", "toggle_bytes", "Show/hide bytes", show=False),
         Binding("a", "all_connections", "All connections", show=False),
         Binding("x", "swap_frame", "Req/Resp hex"),
         Binding("t", "time_format", "Time format", show=False),
@@ -133,6 +137,7 @@ class KwsniffApp(App[None]):
         self.loaded_seconds: float | None = None
         self._load_reported = False
         self._main_screen: Screen[Any] | None = None
+        self._reselect = False       # a view change may have dropped the selection
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -206,7 +211,8 @@ class KwsniffApp(App[None]):
 
     _MAIN_ACTIONS = frozenset({
         "focus_filter", "search", "search_next", "search_previous", "stats", "export",
-        "pause", "sort_next", "sort_reverse", "toggle_connections", "all_connections",
+        "pause", "sort_next", "sort_reverse", "toggle_connections", "toggle_bytes",
+        "all_connections",
         "swap_frame", "time_format", "maximize", "help"})
 
     def _first_paint(self) -> None:
@@ -278,6 +284,8 @@ class KwsniffApp(App[None]):
         rows = builder.rows
         count = len(rows)
         if rows is table.rows_ref and count == table.count:
+            if self._reselect and builder.complete:
+                self._follow_view(rows, count, builder)
             return
         replaced = rows is not table.rows_ref
         if not replaced and not self._growth_due(count):
@@ -288,8 +296,39 @@ class KwsniffApp(App[None]):
                                               != self.selected_row):
             pos = position_of(rows, self.selected_row, ascending=not self.spec.sorted)
             if pos is not None:
+                self._reselect = False
                 table.move_cursor(pos, quiet=True)
                 table.keep_line(pos, max(0, min(screen_line, table.body_height - 1)))
+                return
+        if self._reselect:
+            self._follow_view(rows, count, builder)
+
+    def _follow_view(self, rows: Any, count: int, builder: ViewBuilder) -> None:
+        """After a view change that dropped the selected exchange: the cursor goes to the
+        first row of the view (Detail and Bytes follow), or Detail and Bytes are cleared
+        when nothing matches. Waits until the selection is known to be out of the view
+        (a complete view, or an unsorted one already past it)."""
+        selected = self.selected_row
+        if selected is not None and not builder.complete and \
+                (self.spec.sorted or not count or rows[count - 1] < selected):
+            return
+        if count:
+            self._reselect = False
+            table = self.exchanges
+            table.move_cursor(0)
+            table.keep_line(0, 0)
+        elif builder.complete:
+            self._reselect = False
+            self._clear_detail("no exchange in this view")
+
+    def _clear_detail(self, message: str) -> None:
+        self.selected_row = None
+        self.selected_exchange = None
+        self.tree_root = None
+        self.hex_message = None
+        self.detail.show_tree(None)
+        self.hexview.clear(message)
+        self._show_field(None)
 
     def _growth_due(self, count: int) -> bool:
         """Whether rows appended at the end should be shown now: at once when they land
@@ -329,10 +368,12 @@ class KwsniffApp(App[None]):
         parts = []
         total = store.count - store.first_row
         shown = self.exchanges.count
+        # paused: the totals the list was frozen at (the new ones are counted apart)
+        listed = self.paused_at if self.paused else total
         if self.spec.identity:
-            parts.append(f"{total} exchanges")
+            parts.append(f"{shown if self.paused else total} exchanges")
         else:
-            parts.append(f"{shown} of {total} exchanges")
+            parts.append(f"{shown} of {listed} exchanges")
             if self.builder is not None and not self.builder.complete:
                 prog = self.builder.progress()
                 if prog is not None and prog < 1:
@@ -382,9 +423,12 @@ class KwsniffApp(App[None]):
                 if 0 <= pos < table.count:
                     table.move_cursor(pos, quiet=True)
                     table.scroll_to_cursor()
+            elif table.count:
+                table.move_cursor(0)           # nothing selected: open the first one
         else:
             builder = ViewBuilder(self.store, spec, lambda: self.loader.done)
             self.builder = builder
+            self._reselect = True
             table.set_rows(builder.rows, 0)
             self.run_worker(builder.run, thread=True, group="view", name="view")
         if self.paused:
@@ -629,11 +673,22 @@ class KwsniffApp(App[None]):
         column = self.spec.sort or "no"
         self._apply_sort(column, not self.spec.reverse)
 
-    def action_toggle_connections(self) -> None:
-        table = self.connections
-        table.display = not table.display
-        if not table.display and table.has_focus:
+    def _toggle_pane(self, widget: Widget, name: str) -> bool:
+        """Show ``widget`` if the layout hides it, else hide it (screen classes
+        ``-show-NAME`` / ``-hide-NAME``, see app.tcss); returns whether it shows now."""
+        screen = self._main_screen if self._main_screen is not None else self.screen
+        show = not widget.display
+        screen.set_class(show, f"-show-{name}")
+        screen.set_class(not show, f"-hide-{name}")
+        if not show and widget.has_focus:
             self.exchanges.focus()
+        return show
+
+    def action_toggle_connections(self) -> None:
+        self._toggle_pane(self.connections, "conns")
+
+    def action_toggle_bytes(self) -> None:
+        self._toggle_pane(self.hexview, "hex")
 
     def action_all_connections(self) -> None:
         self.connections.move_cursor(0, quiet=True)

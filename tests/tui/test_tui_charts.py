@@ -52,7 +52,7 @@ def test_completions() -> None:
     assert completions("api ")[:3] == ["api ==", "api !=", "api <"]
     assert completions("(ap") == ["(api", "(api_key"]
     assert completions("not st") == ["not status", "not stream"]
-    assert completions("status == ")[0] == 'status == "paired"'
+    assert completions("status == ")[0] == 'status == paired'       # bare, as typed
     values = completions('api == "Prod')
     assert 'api == "Produce"' in values
     assert completions("topic == ") == []    # no known values for free text

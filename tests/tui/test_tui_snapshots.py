@@ -13,12 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 
 from kwsniff.tui.app import KwsniffApp
 
 DATA = Path(__file__).resolve().parent / "data" / "consumer-group.pcap"
 SIZE = (150, 46)
+#: the sizes people have (80x24 and 100x30 use the narrow, short layout) and a large one
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((100, 30), id="100x30"),
+         pytest.param((200, 50), id="200x50")]
 
 
 async def _wait(pilot: Pilot[Any], check: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -50,17 +54,20 @@ async def _settle(pilot: Pilot[Any]) -> None:
     await pilot.pause(0.5)
 
 
-def test_main_screen(snap_compare: Any) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_main_screen(snap_compare: Any, size: tuple[int, int]) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         await _loaded(pilot)
         await _settle(pilot)
 
-    assert snap_compare(KwsniffApp(capture=str(DATA)), terminal_size=SIZE,
+    assert snap_compare(KwsniffApp(capture=str(DATA)), terminal_size=size,
                         run_before=run_before)
 
 
-def test_field_and_bytes(snap_compare: Any) -> None:
-    """A Produce request with its topic name focused: the name's bytes are highlighted."""
+@pytest.mark.parametrize("size", SIZES)
+def test_detail(snap_compare: Any, size: tuple[int, int]) -> None:
+    """A Produce request opened, its topic name focused in the detail tree (and, where
+    the Bytes pane shows, the name's bytes highlighted)."""
     async def run_before(pilot: Pilot[Any]) -> None:
         app = await _loaded(pilot)
         await _open_row(pilot, app, 7)
@@ -73,7 +80,7 @@ def test_field_and_bytes(snap_compare: Any) -> None:
                     and app.hexview.highlight[0] == target.start)
         await _settle(pilot)
 
-    assert snap_compare(KwsniffApp(capture=str(DATA)), terminal_size=SIZE,
+    assert snap_compare(KwsniffApp(capture=str(DATA)), terminal_size=size,
                         run_before=run_before)
 
 
@@ -109,22 +116,24 @@ def test_filter_error(snap_compare: Any) -> None:
                         run_before=run_before)
 
 
-def test_statistics_screen(snap_compare: Any) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_statistics_screen(snap_compare: Any, size: tuple[int, int]) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         app = await _loaded(pilot)
         await pilot.press("s")
         await _wait(pilot, lambda: getattr(app.screen, "stats", None) is not None)
         await _settle(pilot)
 
-    assert snap_compare(KwsniffApp(capture=str(DATA)), terminal_size=SIZE,
+    assert snap_compare(KwsniffApp(capture=str(DATA)), terminal_size=size,
                         run_before=run_before)
 
 
-def test_help_screen(snap_compare: Any) -> None:
+@pytest.mark.parametrize("size", SIZES)
+def test_help_screen(snap_compare: Any, size: tuple[int, int]) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         await _loaded(pilot)
         await pilot.press("question_mark")
         await _settle(pilot)
 
-    assert snap_compare(KwsniffApp(capture=str(DATA)), terminal_size=SIZE,
+    assert snap_compare(KwsniffApp(capture=str(DATA)), terminal_size=size,
                         run_before=run_before)

@@ -24,10 +24,13 @@ from kwsniff.tui.rowfacts import FAST_FIELDS
 EXTRA_KEYS = [
     ("↑ ↓ PgUp PgDn Home End", "move in the focused list, tree or hex view"),
     ("Enter", "exchange list: open the detail tree; connections: show only this one"),
-    ("Tab / Shift+Tab", "next / previous pane (in the filter bar Tab completes)"),
+    ("Tab / Shift+Tab", ("next / previous pane; in the filter bar: complete the word "
+                         "(again: the next / previous candidate)")),
     ("Space / Enter", "detail tree: expand or collapse a node"),
     ("← → ↑ ↓", "hex view: move the byte cursor; the tree follows it"),
     ("Escape", "leave the filter bar or the search box; close a screen"),
+    ("(small terminals)", ("under 120 columns Bytes and Connections are hidden, under 36 "
+                           "lines Connections: b and c show them (Bytes under Detail)")),
 ]
 
 MOUSE = [
@@ -41,9 +44,10 @@ FILTER_INTRO = (
     "The filter bar takes the language of kwsniff decode -Y (docs/display-filters.md): "
     'api == Produce and latency_ms > 5 · error · topic contains "orders" · '
     "status in {unanswered, orphan_response} · not client_id matches \"^rdkafka\". "
-    "It is checked as you type (a caret points at a mistake); Tab or → completes field "
-    "names, operators and known values; Enter applies. Fields marked slow are not kept in "
-    "the list: a filter using them re-decodes every exchange.")
+    "It is checked as you type (a caret points at a mistake); Tab completes field "
+    "names, operators and known values (api == Fe, status == unan, error == unsup), "
+    "again cycles through them; → takes the grey suggestion; Enter applies. Fields "
+    "marked slow are not kept in the list: a filter using them re-decodes every exchange.")
 
 
 def help_renderable(bindings: list[tuple[str, str]]) -> Group:

@@ -14,9 +14,10 @@ Escape or q closes it; r recomputes (while a capture is still loading).
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -42,15 +43,18 @@ def _ms(v: float | None) -> str:
     return f"{v:.2f}" if v < 1000 else f"{v:.0f}"
 
 
-def latency_table(stats: ViewStatistics) -> Table:
-    """Per API/version: counts, percentiles and the latency histogram."""
-    table = Table(title="Latency (ms) by API and version", title_justify="left",
-                  expand=False, show_edge=False, pad_edge=False)
-    for name, right in (("API", False), ("Count", True), ("Errors", True), ("p50", True),
-                        ("p90", True), ("p99", True), ("max", True)):
-        table.add_column(name, justify="right" if right else "left", no_wrap=True)
-    table.add_column("Distribution (log scale)", no_wrap=True)
+def table_width(table: Table) -> int:
+    """The width ``table`` takes when nothing limits it."""
+    console = Console(width=10_000, file=io.StringIO())
+    return console.measure(table).maximum
+
+
+def latency_table(stats: ViewStatistics, width: int | None = None) -> Table | Group:
+    """Per API/version: counts, percentiles and the latency histogram. When ``width`` is
+    too small for one table, the histograms move to a second table under the numbers
+    (numbers are never cut); API names are cut only when even that does not fit."""
     peak = max((max(h.counts) for h in stats.histograms.values()), default=0)
+    rows = []
     for a in stats.report["apis"]:
         lat = a["latency_ms"]
         key = (a["protocol"], a["api_key"] if a["api_key"] is not None else -1,
@@ -58,12 +62,43 @@ def latency_table(stats: ViewStatistics) -> Table:
         hist = stats.histograms.get(key)
         spark = hist.spark(max(hist.counts)) if hist is not None and hist.total else ""
         name = a["api_name"] + (f" v{a['api_version']}" if a["api_version"] is not None else "")
-        table.add_row(Text(name), str(a["count"]), str(a["errors"]) if a["errors"] else "",
-                      _ms(lat["p50"]), _ms(lat["p90"]), _ms(lat["p99"]), _ms(lat["max"]),
-                      Text(spark, style="cyan"))
+        rows.append((name, [str(a["count"]), str(a["errors"]) if a["errors"] else "",
+                            _ms(lat["p50"]), _ms(lat["p90"]), _ms(lat["p99"]),
+                            _ms(lat["max"])], spark))
+
+    def numbers(title: str, with_chart: bool, api_max: int | None = None) -> Table:
+        table = Table(title=title, title_justify="left", expand=False, show_edge=False,
+                      pad_edge=False)
+        table.add_column("API", no_wrap=True, overflow="ellipsis", max_width=api_max)
+        for name in ("Count", "Errors", "p50", "p90", "p99", "max"):
+            table.add_column(name, justify="right", no_wrap=True)
+        if with_chart:
+            table.add_column("Distribution (log scale)", no_wrap=True)
+        for name, cells, spark in rows:
+            extra = [Text(spark, style="cyan")] if with_chart else []
+            table.add_row(Text(name), *cells, *extra)
+        if with_chart and peak:
+            table.add_row("", "", "", "", "", "", "", Text(histogram_axis(), style="dim"))
+        return table
+
+    title = "Latency (ms) by API and version"
+    one = numbers(title, True)
+    if width is None or table_width(one) <= width:
+        return one
+    first = numbers(title, False)
+    over = table_width(first) - width
+    if over > 0:
+        api = max((len(r[0]) for r in rows), default=3)
+        first = numbers(title, False, max(8, api - over))
+    charts = Table(title="Latency distribution (log scale)", title_justify="left",
+                   expand=False, show_edge=False, pad_edge=False, show_header=False)
+    charts.add_column("API", no_wrap=True, overflow="ellipsis")
+    charts.add_column("Distribution", no_wrap=True)
+    for name, _cells, spark in rows:
+        charts.add_row(Text(name), Text(spark, style="cyan"))
     if peak:
-        table.add_row("", "", "", "", "", "", "", Text(histogram_axis(), style="dim"))
-    return table
+        charts.add_row("", Text(histogram_axis(), style="dim"))
+    return Group(first, Text(""), charts)
 
 
 def rate_chart(stats: ViewStatistics) -> Group:
@@ -101,14 +136,22 @@ def errors_table(stats: ViewStatistics) -> Table | Text:
     table = Table(title="Errors by API and code", title_justify="left", show_edge=False,
                   pad_edge=False)
     for name, right in (("API", False), ("Error", False), ("Code", True), ("Count", True)):
-        table.add_column(name, justify="right" if right else "left", no_wrap=True)
-    table.add_column("", no_wrap=True)
+        _add_column(table, name, right)
+    table.add_column("", no_wrap=False, overflow="crop")
     peak = max(e["count"] for e in errors)
     for e in errors[:15]:
         table.add_row(Text(e["api_name"]), Text(e["error_name"]), str(e["error_code"]),
                       str(e["count"]),
                       Text(bar(e["count"], peak, BAR_WIDTH), style="red"))
     return table
+
+
+def _add_column(table: Table, name: str, right: bool) -> None:
+    """Numbers (right-aligned) never shrink; texts shrink first (cut with …)."""
+    if right:
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
+    else:
+        table.add_column(name, no_wrap=False, overflow="ellipsis", min_width=5)
 
 
 def topics_table(stats: ViewStatistics) -> Table | Text:
@@ -120,8 +163,8 @@ def topics_table(stats: ViewStatistics) -> Table | Text:
                   pad_edge=False)
     for name, right in (("Topic", False), ("Produced", True), ("Fetched", True),
                         ("Records", True)):
-        table.add_column(name, justify="right" if right else "left", no_wrap=True)
-    table.add_column("", no_wrap=True)
+        _add_column(table, name, right)
+    table.add_column("", no_wrap=False, overflow="crop")
     peak = max(t["produced_bytes"] + t["fetched_bytes"] for t in topics) or 1
     for t in topics:
         recs = by_records.get(t["topic"])
@@ -142,8 +185,8 @@ def clients_table(stats: ViewStatistics) -> Table | Text:
                   pad_edge=False)
     for name, right in (("Client id", False), ("Address", False), ("Exchanges", True),
                         ("Errors", True), ("Bytes", True)):
-        table.add_column(name, justify="right" if right else "left", no_wrap=True)
-    table.add_column("", no_wrap=True)
+        _add_column(table, name, right)
+    table.add_column("", no_wrap=False, overflow="crop")
     peak = max(c["exchanges"] for c in clients)
     for c in clients:
         table.add_row(Text(c["client_id"] if c["client_id"] is not None else "-"),
@@ -248,7 +291,9 @@ class StatsScreen(Screen[None]):
     def _show(self, stats: ViewStatistics, what: str) -> None:
         self.stats = stats
         self.query_one("#stats-summary", Static).update(summary_text(stats, what))
-        self.query_one("#stats-latency", Static).update(latency_table(stats))
+        # the screen less the body's padding (2) and its vertical scrollbar (2)
+        width = self.app.size.width - 4
+        self.query_one("#stats-latency", Static).update(latency_table(stats, width))
         self.query_one("#stats-rate", Static).update(rate_chart(stats))
         self.query_one("#stats-errors", Static).update(errors_table(stats))
         self.query_one("#stats-topics", Static).update(topics_table(stats))

@@ -20,14 +20,14 @@ from kwsniff.tui.store import ConnectionRow
 from kwsniff.tui.widgets.table import Column, VirtualTable
 
 COLUMNS = [
-    Column("stream", "Stream", 8, right=True),
-    Column("route", "Client → Broker", 40),
-    Column("exchanges", "Exch.", 7, right=True),
-    Column("bytes", "Bytes", 9, right=True),
-    Column("errors", "Errors", 6, right=True),
-    Column("unpaired", "Unpaired", 8, right=True),
-    Column("first", "First", 10, right=True),
-    Column("last", "Last", 10, right=True),
+    Column("stream", "Stream", 8, right=True, min_width=6, priority=5),
+    Column("route", "Client → Broker", 40, min_width=30, priority=10),
+    Column("exchanges", "Exch.", 7, right=True, priority=8),
+    Column("bytes", "Bytes", 9, right=True, priority=7),
+    Column("errors", "Errors", 6, right=True, priority=6),
+    Column("unpaired", "Unpaired", 8, right=True, priority=4),
+    Column("first", "First", 10, right=True, priority=3),
+    Column("last", "Last", 10, right=True, priority=2),
     Column("client_ids", "Client ids", 16, flex=True),
 ]
 

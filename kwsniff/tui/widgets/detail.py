@@ -16,8 +16,10 @@ Contract:
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+from rich.console import Console
 from rich.text import Text
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode as UINode
@@ -27,6 +29,7 @@ from kwsniff.kafka.protocol import field_info, struct_field_info
 from kwsniff.output.tree import TreeNode
 
 LABEL_VALUE_CHARS = 240
+CONTINUATION_INDENT = 2      # wrapped lines of a long problem start this much further in
 
 
 def node_label(node: TreeNode) -> Text:
@@ -45,6 +48,15 @@ def node_label(node: TreeNode) -> Text:
         text.append(": ")
         text.append(value, style="red" if node.style == "error" else "")
     return text
+
+
+def wrap_label(label: Text, width: int, min_width: int = 24) -> list[Text]:
+    """``label`` as lines of at most ``width`` cells (words kept whole where they fit);
+    one line when it fits or ``width`` is under ``min_width`` (pane not laid out yet)."""
+    if width < min_width or label.cell_len <= width:
+        return [label]
+    console = Console(width=width, file=io.StringIO())
+    return list(label.wrap(console, width, overflow="fold"))
 
 
 def parents_of(root: TreeNode) -> dict[int, TreeNode]:
@@ -178,11 +190,25 @@ class DetailTree(Tree[TreeNode]):
         if node is None or id(node) in self._populated:
             return
         self._populated.add(id(node))
+        depth = 0
+        parent = ui
+        while parent.parent is not None:
+            depth += 1
+            parent = parent.parent
+        # the children's text starts after the guides of their depth
+        width = self.scrollable_content_region.width - (depth + 1) * self.guide_depth - 2
         for child in node.children:
             if child.children:
                 added = ui.add(node_label(child), data=child, allow_expand=True)
             else:
-                added = ui.add_leaf(node_label(child), data=child)
+                lines = wrap_label(node_label(child), width - CONTINUATION_INDENT) \
+                    if child.style in ("warn", "error") else []
+                if len(lines) > 1:
+                    added = ui.add_leaf(lines[0], data=child)
+                    for line in lines[1:]:
+                        ui.add_leaf(Text(" " * CONTINUATION_INDENT) + line, data=child)
+                else:
+                    added = ui.add_leaf(node_label(child), data=child)
             self._ui[id(child)] = added
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[TreeNode]) -> None:

@@ -33,16 +33,18 @@ STATUS_TEXT = {"paired": "paired", NO_RESPONSE_EXPECTED: "no resp.", UNANSWERED:
 STATUS_CLASS = {UNANSWERED: "vtable--unanswered", ORPHAN_RESPONSE: "vtable--orphan",
                 NO_RESPONSE_EXPECTED: "vtable--dim"}
 
+#: narrow panes hide Corr, Client, Time, Status first (lowest priority); API, latency
+#: and the start of the digest stay
 COLUMNS = [
-    Column("no", "No.", 7, right=True),
-    Column("time", "Time", 10, right=True),
-    Column("client", "Client", 16),
-    Column("api", "API", 17),
-    Column("corr", "Corr", 6, right=True),
-    Column("latency", "Latency", 9, right=True),
-    Column("status", "Status", 10),
-    Column("error", "Error", 14),
-    Column("digest", "Digest", 30, flex=True),
+    Column("no", "No.", 7, right=True, min_width=5, priority=6),
+    Column("time", "Time", 10, right=True, priority=3),
+    Column("client", "Client", 16, min_width=10, max_width=24, priority=2),
+    Column("api", "API", 17, min_width=12, max_width=31, priority=9),
+    Column("corr", "Corr", 6, right=True, priority=1),
+    Column("latency", "Latency", 9, right=True, min_width=8, priority=8),
+    Column("status", "Status", 10, min_width=8, priority=4),
+    Column("error", "Error", 14, min_width=10, max_width=27, priority=5),
+    Column("digest", "Digest", 24, flex=True),
 ]
 
 

@@ -7,15 +7,23 @@ Contract:
   under the column it points at, and the input turns red. Valid text shows the
   completions :func:`kwsniff.output.filter.suggest` offers for the word being typed
   (field names, operators, known values).
-* Completion: the first candidate appears as ghost text (→ or Tab accepts it; Tab adds
-  a space so the next completions follow).
+* Completion: the first candidate appears as ghost text (→ accepts it). Tab completes
+  the word being typed (field name, operator or value): a single candidate is taken
+  whole (with a space, so the next completions follow), several are completed to their
+  common prefix, and when that adds nothing Tab cycles through them (Shift+Tab
+  backwards). Tab never moves the focus out of the bar; Escape leaves it.
+* Values are completed as typed: bare (``api == Fetch``) unless a quote was opened or
+  the value needs one; letter case need not match (``error == unsup``).
 * Enter on valid (or empty) text posts :class:`FilterBar.Applied`; Escape posts
   :class:`FilterBar.Cancelled` (the owner moves the focus away).
 * :func:`completions` is the pure function behind it: full candidate texts for
-  ``text``.
+  ``text``; :func:`tab_complete` the Tab step.
 """
 
 from __future__ import annotations
+
+import re
+from os.path import commonprefix
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -29,8 +37,24 @@ from kwsniff.output.filter import FilterError, check_filter, suggest, tokenize
 from kwsniff.tui.rowfacts import is_fast
 
 MAX_SHOWN = 12
-PLACEHOLDER = ('display filter, e.g. api == Produce and latency_ms > 5, error, '
-               'topic contains "orders" (Enter applies, Tab completes)')
+PLACEHOLDER = ('(Tab completes, Enter applies) e.g. api == Produce and latency_ms > 5, '
+               'error, topic contains "orders"')
+
+
+_BARE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-/]*\Z")
+_KEYWORDS = frozenset({"and", "or", "not", "in", "contains", "matches", "eq", "ne", "lt",
+                       "le", "gt", "ge"})
+
+
+def _as_typed(candidate: str, typed: str) -> str:
+    """A quoted value candidate without its quotes when the user did not open one and
+    the value is a plain word (the filter language takes both)."""
+    if len(candidate) >= 2 and candidate[0] == '"' and candidate[-1] == '"' and \
+            not typed.startswith(("'", '"')):
+        inner = candidate[1:-1]
+        if _BARE_RE.match(inner) and inner.lower() not in _KEYWORDS:
+            return inner
+    return candidate
 
 
 def completions(text: str) -> list[str]:
@@ -50,7 +74,37 @@ def completions(text: str) -> list[str]:
         candidates = suggest(text)
     except Exception:  # noqa: BLE001 - completion is a convenience
         return []
-    return [prefix + c for c in candidates]
+    typed = text[len(prefix):]
+    return [prefix + _as_typed(c, typed) for c in candidates]
+
+
+def _replaced_from(text: str, cands: list[str]) -> int:
+    """Where the word the candidates replace starts (they all keep ``text[:i]``)."""
+    i = len(commonprefix([text, *cands]))
+    # back to the start of the word being typed (cands may differ in letter case)
+    while i > 0 and not text[i - 1].isspace() and text[i - 1] not in "(!=<>~{,":
+        i -= 1
+    return i
+
+
+def tab_complete(text: str) -> tuple[str, list[str]]:
+    """The Tab step for ``text``: ``(new_text, cycle)``. ``new_text`` is ``text`` with
+    its last word completed (the single candidate plus a space, or the longest common
+    prefix of several); ``cycle`` is the list of full candidates to cycle through when
+    that prefix adds nothing (empty otherwise). No candidate: ``(text, [])``."""
+    cands = completions(text)
+    if not cands:
+        return text, []
+    if len(cands) == 1:
+        only = cands[0]
+        return (only if only.endswith(" ") else only + " "), []
+    start = _replaced_from(text, cands)
+    typed = text[start:]
+    words = [c[start:] for c in cands]
+    common = commonprefix(words)
+    if len(common) > len(typed) and common.lower().startswith(typed.lower()):
+        return text[:start] + common, []
+    return text, cands
 
 
 class FilterSuggester(Suggester):
@@ -60,25 +114,48 @@ class FilterSuggester(Suggester):
         super().__init__(use_cache=True, case_sensitive=True)
 
     async def get_suggestion(self, value: str) -> str | None:
+        low = value.lower()
         for cand in completions(value):
-            if cand.startswith(value) and len(cand) > len(value):
+            if cand.lower().startswith(low) and len(cand) > len(value):
                 return cand
         return None
 
 
 class FilterInput(Input):
-    """The input of the filter bar; Tab accepts the completion."""
+    """The input of the filter bar; Tab completes (see the module contract)."""
 
-    BINDINGS = [Binding("tab", "complete", "Complete", show=False)]
+    BINDINGS = [Binding("tab", "complete", "Complete", show=False, priority=True),
+                Binding("shift+tab", "complete(-1)", "Previous completion", show=False,
+                        priority=True)]
 
-    def action_complete(self) -> None:
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        #: (candidates, index, the text the last cycling step produced)
+        self._cycle: tuple[list[str], int, str] | None = None
+
+    def action_complete(self, step: int = 1) -> None:
         value = self.value
-        for cand in completions(value):
-            if cand.startswith(value) and cand != value:
-                self.value = cand + " "
-                self.cursor_position = len(self.value)
+        cycle = self._cycle
+        if cycle is not None and cycle[2] == value and cycle[0]:
+            cands, index, _ = cycle
+            index = (index + step) % len(cands)
+        else:
+            new, cands = tab_complete(value)
+            if not cands:
+                self._cycle = None
+                if new == value:
+                    self.app.bell()
+                self._set(new)
                 return
-        self.screen.focus_next()
+            # start after the candidate already typed (if one is), else at the first
+            index = (cands.index(value) + step) % len(cands) if value in cands else \
+                (0 if step > 0 else len(cands) - 1)
+        self._set(cands[index])
+        self._cycle = (cands, index, cands[index])
+
+    def _set(self, value: str) -> None:
+        self.value = value
+        self.cursor_position = len(value)
 
 
 class FilterBar(Vertical):

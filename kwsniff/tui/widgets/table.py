@@ -6,8 +6,11 @@ Contract:
   (cell texts and an optional component-class name that styles the row); nothing is
   stored per row here, so a million rows cost nothing until they are on screen.
 * Line 0 is a fixed header (column labels, the sorted column marked ▲/▼); it scrolls
-  horizontally with the rows. The last column of :attr:`columns` with ``flex`` takes
-  the remaining width.
+  horizontally with the rows. Column widths follow the pane's width
+  (:func:`layout_columns`): the ``flex`` column (the digest) takes the rest; when the
+  pane is narrow, columns first shrink to their ``min_width``, then the lowest
+  ``priority`` ones are hidden; when it is wide, columns grow to their ``max_width``
+  (names not cut) once the flex column has ``FLEX_COMFORT`` cells.
 * The cursor (a row position) moves with the keyboard (↑ ↓ PgUp PgDn Home End) and the
   mouse (click); every move posts :class:`VirtualTable.CursorMoved`. A click on the
   header posts :class:`VirtualTable.HeaderClicked` (sorting is up to the owner). Enter
@@ -30,6 +33,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 ELLIPSIS = "…"
+#: the flex column gets this many cells before other columns grow past their width
+FLEX_COMFORT = 48
 #: width of a time column per time format (relative, absolute, with date, UTC, epoch)
 TIME_WIDTHS = {"r": 10, "a": 15, "ad": 26, "ud": 26, "e": 17}
 
@@ -41,6 +46,54 @@ class Column:
     width: int
     right: bool = False        # right-aligned (numbers)
     flex: bool = False         # takes the remaining width (at least ``width``)
+    min_width: int | None = None   # may shrink to this when the pane is narrow
+    max_width: int | None = None   # may grow to this when the pane is wide
+    priority: int = 0          # narrow panes hide the lowest priorities first
+
+
+def layout_columns(columns: list[Column], avail: int) -> list[int]:
+    """Widths of ``columns`` in ``avail`` cells (one separator cell between shown
+    columns); 0 hides a column. Shrink to ``min_width`` first, then hide by ascending
+    ``priority`` (the flex column is never hidden); spare cells go to the preferred
+    ``width`` (highest priority first), the flex column up to :data:`FLEX_COMFORT`,
+    ``max_width`` (highest priority first), and the rest to the flex column. When even
+    the remaining columns at their minimum do not fit, the sum exceeds ``avail`` (the
+    table scrolls horizontally)."""
+    n = len(columns)
+    mins = [c.width if c.flex or c.min_width is None else min(c.min_width, c.width)
+            for c in columns]
+    drop_order = sorted((i for i in range(n) if not columns[i].flex),
+                        key=lambda i: columns[i].priority)
+    shown = list(range(n))
+
+    def need(widths: list[int]) -> int:
+        return sum(widths[i] for i in shown) + max(0, len(shown) - 1)
+
+    for i in drop_order:
+        if need(mins) <= avail:
+            break
+        shown.remove(i)
+    widths = [mins[i] if i in shown else 0 for i in range(n)]
+    spare = avail - need(widths)
+    by_priority = sorted((i for i in shown if not columns[i].flex),
+                         key=lambda i: -columns[i].priority)
+    flex = [i for i in shown if columns[i].flex]
+
+    def grow(i: int, to: int) -> None:
+        nonlocal spare
+        add = max(0, min(spare, to - widths[i]))
+        widths[i] += add
+        spare -= add
+
+    for i in by_priority:
+        grow(i, columns[i].width)
+    for i in flex:
+        grow(i, max(FLEX_COMFORT, columns[i].width))
+    for i in by_priority:
+        grow(i, columns[i].max_width or columns[i].width)
+    for i in flex:
+        grow(i, widths[i] + spare)
+    return widths
 
 
 def fit(text: str, width: int, right: bool = False) -> str:
@@ -108,12 +161,14 @@ class VirtualTable(ScrollView, can_focus=True):
         self.sort_reverse = False
         self.time_format = "r"
         self._quiet = False
+        self._layout_key: tuple[int, tuple[Column, ...]] | None = None
+        self._layout: list[int] = []
 
     def set_time_format(self, time_format: str, keys: tuple[str, ...]) -> None:
         """Use ``time_format`` (``-t`` formats) and size the time columns ``keys`` for it."""
         self.time_format = time_format
         width = TIME_WIDTHS.get(time_format, 10)
-        self.columns = [replace(c, width=width) if c.key in keys else c for c in self.columns]
+        self.columns = [replace(c, width=width, min_width=None) if c.key in keys else c for c in self.columns]
         self.rows_changed()
 
     # ----------------------------------------------------------------- to override
@@ -130,20 +185,34 @@ class VirtualTable(ScrollView, can_focus=True):
 
     # ----------------------------------------------------------------- geometry
     def _widths(self) -> list[int]:
-        fixed = sum(c.width + 1 for c in self.columns if not c.flex)
         region = self.content_region
         avail = region.width
         if self.row_count() + 1 > region.height:     # room for the vertical scrollbar
             avail -= self.styles.scrollbar_size_vertical
-        avail = max(avail, 0)
-        out = []
-        for c in self.columns:
-            out.append(max(c.width, avail - fixed) if c.flex else c.width)
-        return out
+        key = (avail, tuple(self.columns))
+        if self._layout_key != key:
+            self._layout_key = key
+            self._layout = layout_columns(self.columns, max(avail, 0))
+        return self._layout
 
     def _total_width(self) -> int:
-        widths = self._widths()
+        widths = [w for w in self._widths() if w]
         return sum(widths) + len(widths) - 1
+
+    def column_x(self, key: str) -> int | None:
+        """The content x where column ``key`` starts (None when hidden or unknown)."""
+        x = 0
+        for col, w in zip(self.columns, self._widths()):
+            if not w:
+                continue
+            if col.key == key:
+                return x - int(self.scroll_x)
+            x += w + 1
+        return None
+
+    def shown_columns(self) -> list[str]:
+        """Keys of the columns the current width shows (narrow panes hide some)."""
+        return [c.key for c, w in zip(self.columns, self._widths()) if w]
 
     @property
     def body_height(self) -> int:
@@ -181,6 +250,8 @@ class VirtualTable(ScrollView, can_focus=True):
         style = base + self.get_component_rich_style("vtable--header")
         segs = []
         for col, w in zip(self.columns, self._widths()):
+            if not w:
+                continue
             label = col.label
             if col.key == self.sort_key:
                 label += " ▼" if self.sort_reverse else " ▲"
@@ -200,6 +271,8 @@ class VirtualTable(ScrollView, can_focus=True):
                 "vtable--cursor" if self.has_focus else "vtable--cursor-blur")
         segs: list[Segment] = []
         for col, w, text in zip(self.columns, self._widths(), cells):
+            if not w:
+                continue
             segs.extend(self.cell_segments(position, col.key, fit(text, w, col.right), style))
             segs.append(Segment(" ", style))
         if segs:
@@ -275,6 +348,8 @@ class VirtualTable(ScrollView, can_focus=True):
             x = offset.x + int(self.scroll_x)
             pos = 0
             for col, w in zip(self.columns, self._widths()):
+                if not w:
+                    continue
                 if pos <= x < pos + w + 1:
                     self.post_message(self.HeaderClicked(self, col.key))
                     return
