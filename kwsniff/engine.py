@@ -57,6 +57,10 @@ class EngineOptions:
     max_problems: int = 1000             # run problems kept (the rest are counted)
     max_connection_summaries: int = 100_000
     tcp: TcpOptions | None = None        # TCP layer limits
+    # TLS secrets (kwsniff.tls.KeyLog, from --tls-keylog / SSLKEYLOGFILE); None: no keys,
+    # TLS connections are still followed through their handshake and reported
+    tls_keylog: Any = None
+    tls_live: bool = False               # re-read the key log files when a key is missing
 
 
 @dataclass(slots=True)
@@ -68,6 +72,8 @@ class RunSummary:
     kafka_connections: int = 0           # modern and 0.7
     kafka07_connections: int = 0
     tls_connections: int = 0             # TLS seen on a Kafka port
+    tls_decrypted: int = 0               # TLS connections decrypted with the key log
+    tls_undecrypted: int = 0             # TLS connections on a Kafka port without a key
     other_connections: int = 0           # examined and not Kafka
     exchanges: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
     exchanges_total: int = 0
@@ -127,6 +133,8 @@ class Engine:
         self.connections: dict[int, ConnectionSummary] = {}
         self._next_sweep: float | None = None
         self._tcp: TcpEventStream | None = None
+        self.tls: dict[int, Any] = {}                # stream -> engine_tls.TlsLink being followed
+        self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
 
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
@@ -180,6 +188,8 @@ class Engine:
             sd = ev                     # (compiled: typed, its fields read as C fields)
             conv = self.convs.get(sd.conn.index)
             if conv is None:
+                if self.tls:
+                    return self._tls_event(ev)
                 return []
             conv.data(sd.direction, sd.offset, sd.data, sd.frame, sd.ts)
             ts = sd.ts
@@ -188,6 +198,8 @@ class Engine:
         elif t is StreamGap:
             conv = self.convs.get(ev.conn.index)
             if conv is None:
+                if self.tls:
+                    return self._tls_event(ev)
                 return []
             conv.gap(ev.direction, ev.offset, ev.length, ev.frame, ev.ts, ev.reason)
             ts = ev.ts
@@ -203,6 +215,8 @@ class Engine:
             if conv is not None:
                 conv.close("capture-end" if ev.reason == "end of capture" else ev.reason)
                 self._retire(conv)
+            elif self.tls:
+                return self._tls_event(ev)
             ts = ev.conn.last_ts
         else:
             return []
@@ -232,6 +246,8 @@ class Engine:
             conv = self.convs.pop(idx)
             conv.close("capture-end")
             self._retire(conv)
+        for idx in list(self.tls):
+            self._tls_close(idx, "capture-end")
         out = self._release(True)
         if self._tcp is not None:
             stats = self._tcp.stats
@@ -270,7 +286,9 @@ class Engine:
     def _settled(self, conv: Conversation) -> None:
         """Stop the TCP layer from delivering bytes of connections that are not Kafka."""
         state = conv.state
-        if state == OTHER or state == TLS:
+        if state == TLS:
+            self._start_tls(conv)
+        elif state == OTHER:
             conv.conn.ignored = True
             self.convs.pop(conv.conn.index, None)
             conv.close("ignored")
@@ -303,12 +321,108 @@ class Engine:
         for conv in list(self.convs.values()):
             if conv.waiting():
                 conv.expire(now)
+        for link in list(self.tls.values()):
+            inner = link.inner
+            if inner is not None and inner.waiting():
+                inner.expire(now)
+
+    # -------------------------------------------------------------------- TLS
+    def _start_tls(self, conv: Conversation) -> None:
+        """Detection said TLS: follow the connection through :class:`TlsLink` (its
+        handshake always; its Kafka stream when the key log has its secrets)."""
+        from kwsniff.engine_tls import TlsLink    # (cryptography only for TLS captures)
+        conn = conv.conn
+        self.convs.pop(conn.index, None)
+        conn.sink = None
+        link = TlsLink(conv, self.options.tls_keylog, self.options.tls_live)
+        conv.close("ignored")
+        self._retire(conv)
+        self.tls[conn.index] = link
+        self._tls_check(link)
+
+    def _tls_event(self, ev: Any) -> list[Exchange]:
+        """A TCP event of a connection followed by the TLS path (or of none)."""
+        idx = ev.conn.index
+        link = self.tls.get(idx)
+        if link is None:
+            return []
+        t = type(ev)
+        if t is StreamData:
+            link.data(ev.direction, ev.data, ev.frame, ev.ts)
+            ts = ev.ts
+        elif t is StreamGap:
+            link.gap(ev.direction, ev.length, ev.frame, ev.ts, ev.reason)
+            ts = ev.ts
+        else:
+            self._tls_close(idx, "capture-end" if ev.reason == "end of capture" else ev.reason)
+            ts = ev.conn.last_ts
+        if ts > self.ctx.now:
+            self.ctx.now = ts
+        s = self.summary
+        if s.last_ts is None or ts > s.last_ts:
+            s.last_ts = ts
+        if self._next_sweep is not None and ts >= self._next_sweep:
+            self._sweep(ts)
+        if idx in self.tls:
+            self._tls_check(link)
+        reorder = self.ctx.reorder
+        if reorder.dirty and reorder.ready:
+            return self._release(False)
+        return []
+
+    def _tls_check(self, link: Any) -> None:
+        """Stop following a connection nothing can decrypt (once its handshake spoke)."""
+        if link.session.hopeless:
+            self._tls_report(link)
+            link.conn.ignored = True
+            self.tls.pop(link.conn.index, None)
+        elif link.decrypted and link.conn.index not in self.tls_info:
+            self.tls_info[link.conn.index] = link.session.info
+
+    def _tls_report(self, link: Any) -> None:
+        if link.reported:
+            return
+        link.reported = True
+        info = link.session.info
+        conn = link.conn
+        s = self.summary
+        if link.decrypted:
+            s.tls_decrypted += 1
+        elif link.kafka_port:
+            s.tls_undecrypted += 1
+            why = {"missing": "no key for it in the key log" if self.options.tls_keylog
+                   else "no key log (--tls-keylog)",
+                   "unsupported suite": "its cipher suite is not supported"}.get(
+                       info.key, "no TLS handshake seen")
+            s.add_problem(f"frame {conn.first_frame}: connection {conn.index} is "
+                          f"TLS-encrypted ({info.describe()}), not decrypted: {why}")
+        if info.key == "found":
+            for p in info.problems[:5]:
+                s.add_problem(f"connection {conn.index}: {p}")
+
+    def _tls_close(self, idx: int, reason: str) -> None:
+        link = self.tls.pop(idx, None)
+        if link is None:
+            return
+        if link.decrypted:
+            self.tls_info[idx] = link.session.info
+        self._tls_report(link)
+        inner = link.inner
+        if inner is not None:
+            inner.close(reason)
+            self._retire(inner)
 
     def _release(self, final: bool) -> list[Exchange]:
         out = self.ctx.reorder.drain(final)
         count = self.summary.count
         for ex in out:
             count(ex)
+        if self.tls_info:
+            infos = self.tls_info
+            for ex in out:
+                info = infos.get(ex.stream)
+                if info is not None:
+                    ex.tls = info
         return out
 
     def connection_summaries(self) -> list[ConnectionSummary]:
@@ -317,6 +431,10 @@ class Engine:
         for idx, conv in self.convs.items():
             if conv.state in (KAFKA, KAFKA07):
                 out[idx] = conv.summary
+        for idx, link in self.tls.items():
+            inner = link.inner
+            if inner is not None and inner.state in (KAFKA, KAFKA07):
+                out[idx] = inner.summary
         return [out[k] for k in sorted(out)]
 
 

@@ -76,6 +76,7 @@ class Exchange:
     response: KafkaMessage | None = None
     protocol: str = "kafka"            # "kafka", "kafka-0.7" or "kafka-sasl" (raw SASL tokens)
     problems: list[str] = field(default_factory=list)  # exchange-level (pairing, gaps)
+    tls: Any = None                    # kwsniff.tls.TlsInfo when carried by decrypted TLS
 
     def _first(self) -> KafkaMessage:
         msg = self.request or self.response

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kwsniff.tls import KeyLog, TlsSession
+from kwsniff.tls.keylog import KeyLog
+from kwsniff.tls.session import TlsSession
 from tests.tls.memtls import converse
 
 MESSAGES = [(0, b"\x00\x00\x00\x10hello broker...."), (1, b"R" * 70000), (0, b"x" * 3),
