@@ -12,6 +12,7 @@ cdef class Engine:
     cdef public object options, summary
     cdef public Context ctx
     cdef public dict convs, connections, tls, tls_info
+    cdef public list _tls_unread
     cdef public object _next_sweep, _tcp
 
     @cython.locals(conv=Conversation, sd=StreamData)

@@ -74,6 +74,8 @@ class RunSummary:
     tls_connections: int = 0             # TLS seen on a Kafka port
     tls_decrypted: int = 0               # TLS connections decrypted with the key log
     tls_undecrypted: int = 0             # TLS connections on a Kafka port without a key
+    # one line per such connection: what its handshake showed (bounded like problems)
+    tls_notes: list[str] = field(default_factory=list)
     other_connections: int = 0           # examined and not Kafka
     exchanges: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
     exchanges_total: int = 0
@@ -112,6 +114,7 @@ class RunSummary:
         out = {k: getattr(self, k) for k in self.__slots__ if k not in ("tcp", "max_problems")}
         out["exchanges"] = dict(self.exchanges)
         out["problems"] = list(self.problems)
+        out["tls_notes"] = list(self.tls_notes)
         return out
 
 
@@ -135,6 +138,7 @@ class Engine:
         self._tcp: TcpEventStream | None = None
         self.tls: dict[int, Any] = {}                # stream -> engine_tls.TlsLink being followed
         self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
+        self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
 
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
@@ -248,6 +252,9 @@ class Engine:
             self._retire(conv)
         for idx in list(self.tls):
             self._tls_close(idx, "capture-end")
+        for link, why in self._tls_unread:
+            self.summary.tls_notes.append(_tls_note(link, why))
+        self._tls_unread = []
         out = self._release(True)
         if self._tcp is not None:
             stats = self._tcp.stats
@@ -396,6 +403,8 @@ class Engine:
                        info.key, "no TLS handshake seen")
             s.add_problem(f"frame {conn.first_frame}: connection {conn.index} is "
                           f"TLS-encrypted ({info.describe()}), not decrypted: {why}")
+            if len(self._tls_unread) < s.max_problems:
+                self._tls_unread.append((link, why))     # (noted at the end: byte counts)
         if info.key == "found":
             for p in info.problems[:5]:
                 s.add_problem(f"connection {conn.index}: {p}")
@@ -436,6 +445,22 @@ class Engine:
             if inner is not None and inner.state in (KAFKA, KAFKA07):
                 out[idx] = inner.summary
         return [out[k] for k in sorted(out)]
+
+
+def _tls_note(link: Any, why: str) -> str:
+    """``TLS connection 3 10.0.0.5:41234 → 10.0.0.2:9092: TLS 1.3, ..., 517 + 2804
+    bytes, not decrypted (why)``: what an undecrypted TLS connection showed."""
+    cs = link.outer_summary
+    conn = link.conn
+    ends = (f" {cs.client[0]}:{cs.client[1]} → {cs.broker[0]}:{cs.broker[1]}"
+            if cs.client and cs.broker else "")
+    nb = getattr(conn, "bytes", None)
+    size = ""
+    if nb is not None:
+        c = 0 if tuple(conn.a) == tuple(cs.client or ()) else 1
+        size = f", {nb[c]} bytes from the client, {nb[1 - c]} from the server"
+    return (f"TLS connection {conn.index}{ends}: {link.session.info.describe()}{size}, "
+            f"not decrypted ({why})")
 
 
 def iter_exchanges(source: Iterable[tuple], options: EngineOptions | None = None, *,

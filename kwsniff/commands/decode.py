@@ -225,11 +225,15 @@ def open_output(path: str | None) -> Iterator[IO[str]]:
 
 
 def report_end(counters: dict[str, int], shown: int | None, problems: list[str],
-               what: str = "shown", stream: IO[str] | None = None) -> None:
-    """Print the run summary (and the capture's own problems) to standard error."""
+               what: str = "shown", stream: IO[str] | None = None,
+               notes: list[str] | tuple[str, ...] = ()) -> None:
+    """Print the run summary (and the capture's own problems, and ``notes``: TLS
+    connections not decrypted) to standard error."""
     err = stream or sys.stderr
     for problem in problems:
         print(f"capture: {problem}", file=err)
+    for note in notes:
+        print(note, file=err)
     print(run_summary_line(counters, shown, what), file=err)
 
 
@@ -329,5 +333,6 @@ def run(args: argparse.Namespace) -> int:
                 formatter.start_ts = run_.engine.summary.first_ts
             emit(ex, facts)
         out.flush()
-        report_end(run_.counters(), run_.selection.shown, run_.capture_problems())
+        report_end(run_.counters(), run_.selection.shown, run_.capture_problems(),
+                   notes=run_.engine.summary.tls_notes)
     return 0

@@ -55,7 +55,7 @@ def test_decrypted_leg_equals_plaintext_leg(name):
     assert Counter(map(key, tls)) == Counter(map(key, plain))
     version, suite = SUITES[name]
     s = eng.summary
-    assert s.tls_decrypted == s.kafka_connections == s.tls_connections == 11
+    assert s.tls_decrypted == s.kafka_connections == s.tls_connections == s.tcp_connections
     assert s.tls_undecrypted == 0 and s.problems == []
     for o in tls:
         assert o["tls"] == {"version": version, "suite": suite, "sni": o["tls"]["sni"],
@@ -80,6 +80,40 @@ def test_without_keys_every_connection_is_reported_and_nothing_decoded(name):
     for p in s.problems:
         assert f"TLS-encrypted ({version}, {suite}, " in p
         assert p.endswith("not decrypted: no key log (--tls-keylog)")
+    assert len(s.tls_notes) == s.tls_connections
+    assert all(n.startswith("TLS connection ") and f": {version}, {suite}, no SNI" in n
+               and " bytes from the client, " in n for n in s.tls_notes)
     conns = eng.connection_summaries()
     assert len(conns) == s.tls_connections and all(c.protocol == "tls" for c in conns)
     assert all(c.tls.version_name == version for c in conns)
+
+
+def run_cli(*args: str, env: dict | None = None):
+    import os
+    import subprocess
+    import sys
+    e = dict(os.environ, PYTHONPATH=str(PCAPS.parent))
+    e.pop("SSLKEYLOGFILE", None)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "kwsniff", *args], capture_output=True,
+                          text=True, env=e, timeout=120)
+
+
+def test_cli_keylog_option_environment_and_hint():
+    name = "tls12-aes128gcm"
+    pcap, keys = str(PCAPS / f"{name}.pcap"), str(PCAPS / f"{name}.keys")
+    with_opt = run_cli("decode", pcap, "--tls-keylog", keys)
+    with_env = run_cli("decode", pcap, env={"SSLKEYLOGFILE": keys})
+    plain = run_cli("decode", str(PCAPS / f"{name}-plain.pcap"))
+    assert with_opt.returncode == with_env.returncode == 0
+    assert with_opt.stdout == with_env.stdout
+    # the same lines as the plaintext leg but for client ports and the broker port
+    assert len(with_opt.stdout.splitlines()) == len(plain.stdout.splitlines()) > 40
+    assert "not decrypted" not in with_opt.stderr
+    none = run_cli("decode", pcap)
+    assert none.stdout == ""
+    assert none.stderr.rstrip().endswith(
+        "TLS connections not decrypted (no key for them): use --tls-keylog")
+    bad = run_cli("decode", pcap, "--tls-keylog", str(PCAPS / "no-such.keys"))
+    assert bad.returncode != 0
+    assert "cannot read the TLS key log" in bad.stderr and len(bad.stderr.splitlines()) == 1
