@@ -117,3 +117,31 @@ def test_cli_keylog_option_environment_and_hint():
     bad = run_cli("decode", pcap, "--tls-keylog", str(PCAPS / "no-such.keys"))
     assert bad.returncode != 0
     assert "cannot read the TLS key log" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def tshark_requests(pcap: Path, keys: Path) -> set[tuple[int, int, int]]:
+    """(stream, api key, correlation id) of every request tshark decrypts and decodes."""
+    import subprocess
+    out = subprocess.run(
+        ["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keys}", "-d", "tcp.port==9092,tls",
+         "-d", "tls.port==9092,kafka", "-Y", "kafka and tcp.dstport==9092", "-T", "fields",
+         "-e", "tcp.stream", "-e", "kafka.request_key", "-e", "kafka.correlation_id"],
+        capture_output=True, text=True, timeout=120, check=True).stdout
+    found = set()
+    for line in out.splitlines():
+        stream, api_keys, corrs = line.split("\t")
+        for k, c in zip(api_keys.split(","), corrs.split(",")):
+            found.add((int(stream), int(k), int(c)))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("tshark") is None, reason="tshark not installed")
+@pytest.mark.parametrize("name", NAMES)
+def test_kwsniff_finds_every_request_tshark_finds(name):
+    pcap, keys = PCAPS / f"{name}.pcap", PCAPS / f"{name}.keys"
+    theirs = tshark_requests(pcap, keys)
+    _, ours = decode(pcap, keys)
+    mine = {(o["stream"], o["api_key"], o["correlation_id"]) for o in ours}
+    assert len(theirs) > 40
+    assert theirs <= mine, sorted(theirs - mine)
