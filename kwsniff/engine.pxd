@@ -13,6 +13,7 @@ cdef class Engine:
     cdef public Context ctx
     cdef public dict convs, connections, tls, tls_info
     cdef public list _tls_unread
+    cdef public object _source, _secrets_seen
     cdef public object _next_sweep, _tcp
 
     @cython.locals(conv=Conversation, sd=StreamData)

@@ -139,12 +139,15 @@ class Engine:
         self.tls: dict[int, Any] = {}                # stream -> engine_tls.TlsLink being followed
         self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
         self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
+        self._source: Any = None                     # the capture (its embedded secrets)
+        self._secrets_seen = 0                       # ... key logs already taken
 
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
         """Decode ``source`` (packet tuples); yield exchanges in capture order."""
         tcp = TcpEventStream(source, self.options.tcp)
         self._tcp = tcp
+        self._source = source
         feed = self._feed
         summary = self.summary
         for ev in tcp:
@@ -338,6 +341,7 @@ class Engine:
         """Detection said TLS: follow the connection through :class:`TlsLink` (its
         handshake always; its Kafka stream when the key log has its secrets)."""
         from kwsniff.engine_tls import TlsLink    # (cryptography only for TLS captures)
+        self._capture_secrets()
         conn = conv.conn
         self.convs.pop(conn.index, None)
         conn.sink = None
@@ -346,6 +350,20 @@ class Engine:
         self._retire(conv)
         self.tls[conn.index] = link
         self._tls_check(link)
+
+    def _capture_secrets(self) -> None:
+        """Add the key logs the capture embeds (pcapng Decryption Secrets Blocks) that
+        appeared since the last look to the run's key log."""
+        found = getattr(self._source, "tls_secrets", None)
+        if not found or len(found) <= self._secrets_seen:
+            return
+        from kwsniff.tls.keylog import KeyLog
+        opts = self.options
+        if opts.tls_keylog is None:
+            opts.tls_keylog = KeyLog()
+        for blob in found[self._secrets_seen:]:
+            opts.tls_keylog.add_text(blob.decode("ascii", "replace"))
+        self._secrets_seen = len(found)
 
     def _tls_event(self, ev: Any) -> list[Exchange]:
         """A TCP event of a connection followed by the TLS path (or of none)."""
@@ -397,7 +415,7 @@ class Engine:
             s.tls_decrypted += 1
         elif link.kafka_port:
             s.tls_undecrypted += 1
-            why = {"missing": "no key for it in the key log" if self.options.tls_keylog
+            why = {"missing": "no key for it in the key log" if self.options.tls_keylog is not None
                    else "no key log (--tls-keylog)",
                    "unsupported suite": "its cipher suite is not supported"}.get(
                        info.key, "no TLS handshake seen")

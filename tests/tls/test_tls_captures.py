@@ -145,3 +145,17 @@ def test_kwsniff_finds_every_request_tshark_finds(name):
     mine = {(o["stream"], o["api_key"], o["correlation_id"]) for o in ours}
     assert len(theirs) > 40
     assert theirs <= mine, sorted(theirs - mine)
+
+
+@pytest.mark.skipif(__import__("shutil").which("editcap") is None, reason="editcap not installed")
+def test_pcapng_decryption_secrets_block_is_used(tmp_path):
+    import subprocess
+    name = "tls13-chacha"
+    out = tmp_path / "with-secrets.pcapng"
+    subprocess.run(["editcap", "--inject-secrets", f"tls,{PCAPS / f'{name}.keys'}",
+                    str(PCAPS / f"{name}.pcap"), str(out)], check=True, timeout=60)
+    eng, embedded = decode(out)
+    _, given = decode(PCAPS / f"{name}.pcap", PCAPS / f"{name}.keys")
+    assert len(embedded) == len(given) > 40
+    assert Counter(map(key, embedded)) == Counter(map(key, given))
+    assert eng.summary.tls_undecrypted == 0
