@@ -53,6 +53,9 @@ SCENARIOS = {
     "tls12-chacha": ("1.2", "ECDHE-ECDSA-CHACHA20-POLY1305", "TLS 1.2, ECDHE ChaCha20-Poly1305"),
     "tls12-cbc": ("1.2", "ECDHE-ECDSA-AES256-SHA384", "TLS 1.2, ECDHE AES-256-CBC HMAC-SHA384"),
 }
+#: speed measurements only (about 60 MB each leg; never committed): --only tls13-bulk
+BULK = {"tls13-bulk": ("1.3", "TLS_AES_128_GCM_SHA256", "TLS 1.3 bulk: 28 MB produced "
+                       "and consumed back (speed measurement)")}
 
 
 # ------------------------------------------------------------------- certificate
@@ -65,7 +68,7 @@ def make_cert(dir_: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SNI),
                       x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kwsniff sample")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=1))
@@ -101,7 +104,7 @@ class TlsProxy:
         while not self.stop.is_set():
             try:
                 raw, _ = self.sock.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -227,13 +230,51 @@ def run_clients(cert: Path, topic: str, log) -> None:
     print(f"kafka-python consumed {n} messages", file=log, flush=True)
 
 
+def run_bulk(cert: Path, topic: str, log) -> None:
+    """28 MB produced in 64 KiB values, then consumed back (speed measurements)."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    ssl_conf = {"bootstrap.servers": f"127.0.0.1:{TLS_PORT}", "security.protocol": "SSL",
+                "ssl.ca.location": str(cert), "ssl.endpoint.identification.algorithm": "none",
+                "enable.ssl.certificate.verification": "false"}
+    admin = AdminClient({**ssl_conf, "client.id": "tls-bulk-admin"})
+    for fut in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        fut.result(30)
+    prod = Producer({**ssl_conf, "client.id": "tls-bulk-producer", "linger.ms": 5,
+                     "compression.type": "none"})
+    value = bytes(range(256)) * 256
+    count = 28 * 16
+    for i in range(count):
+        while True:
+            try:
+                prod.produce(topic, key=str(i).encode(), value=value)
+                break
+            except BufferError:
+                prod.poll(0.1)
+    if prod.flush(120):
+        raise RuntimeError("bulk producer did not flush")
+    cons = Consumer({**ssl_conf, "client.id": "tls-bulk-consumer", "group.id": "tls-bulk",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": "false"})
+    cons.subscribe([topic])
+    got, deadline = 0, time.time() + 120
+    while got < count and time.time() < deadline:
+        msg = cons.poll(0.5)
+        if msg is not None and not msg.error():
+            got += 1
+    cons.close()
+    print(f"bulk consumer got {got} of {count}", file=log, flush=True)
+
+
 # ------------------------------------------------------------------------ child
 def child(name: str, out: Path, work: Path) -> int:
     from pcapgen.brokers import tansu_binary
     from pcapgen.capture import Tcpdump, wait_connections_closed, wait_listening
 
-    version, suite, _ = SCENARIOS[name]
+    version, suite, _ = {**SCENARIOS, **BULK}[name]
     netns.setup_loopback()
+    if name in BULK:
+        netns.set_rate_limit("80mbit", burst="256kb", limit="32mb")    # tcpdump keeps up
     cert, key = make_cert(work)
     keylog = work / "keys.log"
     keylog.unlink(missing_ok=True)          # (from a failed attempt)
@@ -253,7 +294,7 @@ def child(name: str, out: Path, work: Path) -> int:
                  Tcpdump(work / f"{name}-plain.pcap", [BROKER_PORT])]
         for d in dumps:
             d.start()
-        run_clients(cert, f"tls-topic-{name}", log)
+        (run_bulk if name in BULK else run_clients)(cert, f"tls-topic-{name}", log)
         wait_connections_closed([TLS_PORT, BROKER_PORT])
         for d in dumps:
             d.stop()
@@ -279,7 +320,7 @@ def child(name: str, out: Path, work: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", metavar="NAME", choices=sorted(SCENARIOS))
+    parser.add_argument("--only", nargs="+", metavar="NAME", choices=sorted({**SCENARIOS, **BULK}))
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "pcaps")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -290,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--child is internal")
         return child(args.child, args.out, args.work)
     if args.list:
-        for n, (_, _, desc) in SCENARIOS.items():
+        for n, (_, _, desc) in {**SCENARIOS, **BULK}.items():
             print(f"{n:18} {desc}")
         return 0
     reason = netns.why_no_netns()
@@ -299,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     failed = []
     for name in args.only or list(SCENARIOS):
-        version, suite, _ = SCENARIOS[name]
+        version, suite, _ = {**SCENARIOS, **BULK}[name]
         work = Path(tempfile.mkdtemp(prefix=f"kwsniff-tls-{name}-"))
         env = dict(os.environ)
         if version == "1.3":
