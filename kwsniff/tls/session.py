@@ -87,7 +87,7 @@ class TlsInfo:
 
 class _Dir:
     __slots__ = ("buf", "cipher", "pending", "encrypted", "lost", "plain_off", "hsr",
-                 "records")
+                 "records", "trial")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -98,6 +98,7 @@ class _Dir:
         self.plain_off = 0
         self.hsr = hs.HandshakeReader()
         self.records = 0
+        self.trial = False              # TLS 1.3 traffic keys tried before their first record
 
 
 class TlsSession:
@@ -209,8 +210,11 @@ class TlsSession:
                     self._bad(d, frag, frame, ts, str(err))
                     return
             else:
+                if st.trial:
+                    cipher.seq -= 1             # (an encrypted handshake record: not ours)
                 self._bad(d, frag, frame, ts, str(err))
                 return
+        st.trial = False
         self.info.decrypted_records += 1
         if inner == APPDATA:
             if plain:
@@ -306,6 +310,7 @@ class TlsSession:
                 if st.cipher is None and self._app13[d] is not None:
                     # no handshake secret: find the first application record by trial
                     st.cipher = self._app13[d]
+                    st.trial = True
                     self._app13[d] = None
                 found = found or st.cipher is not None
             info.key = "found" if found else "missing"
