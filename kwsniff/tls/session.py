@@ -15,6 +15,10 @@ Contract:
   records and bytes decrypted and not decrypted.
 * :attr:`hopeless` is True once encrypted records flow and no key can decrypt them
   (the caller may stop feeding); it never raises on bad bytes.
+* ``live=True``: the secrets may reach the key log after the handshake is seen (a
+  client writes them as it connects): while a key is missing, the first
+  :data:`LIVE_RETRIES` encrypted records make the key log files be read again, and the
+  keys found then apply from that record on.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from kwsniff.tls.protection import Tls13Cipher, Undecryptable, tls12_ciphers
 from kwsniff.tls.suites import SUITES, suite_name, version_name
 
 CCS, ALERT, HANDSHAKE, APPDATA = 20, 21, 22, 23
+LIVE_RETRIES = 8                       # encrypted records that re-read the key log (live)
 MAX_RECORD = (1 << 14) + 2048          # largest TLSCiphertext fragment (RFC 5246: 2^14 + 2048)
 _HDR = struct.Struct(">BHH")
 
@@ -87,7 +92,7 @@ class TlsInfo:
 
 class _Dir:
     __slots__ = ("buf", "cipher", "pending", "encrypted", "lost", "plain_off", "hsr",
-                 "records", "trial")
+                 "records", "trial", "enc_records")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -99,6 +104,7 @@ class _Dir:
         self.hsr = hs.HandshakeReader()
         self.records = 0
         self.trial = False              # TLS 1.3 traffic keys tried before their first record
+        self.enc_records = 0            # protected records seen (their sequence numbers)
 
 
 class TlsSession:
@@ -118,11 +124,15 @@ class TlsSession:
         self.suite = None
         self._app13: dict[int, Tls13Cipher | None] = {}
         self.client_hello: hs.Hello | None = None
+        self._server: tuple[int, hs.Hello] | None = None     # (direction, ServerHello)
+        self._retries = 0
 
     # ------------------------------------------------------------------ input
     @property
     def hopeless(self) -> bool:
         """Encrypted records flow and no key decrypts them."""
+        if self.live and self.info.key == "missing" and self._retries < LIVE_RETRIES:
+            return False
         return self.info.key in ("missing", "unsupported suite") and any(
             d.encrypted for d in self.dirs)
 
@@ -181,6 +191,8 @@ class TlsSession:
                 if st.cipher is None:
                     self._need_keys(frame)
             return
+        if st.encrypted:
+            st.enc_records += 1
         if not st.encrypted:
             if ctype == HANDSHAKE:
                 for mtype, body in st.hsr.feed(frag):
@@ -189,6 +201,10 @@ class TlsSession:
                 self.info.undecrypted_records += 1
             return
         cipher = st.cipher
+        if cipher is None and self.live and self.info.key == "missing" \
+                and self._retries < LIVE_RETRIES:
+            self._retries += 1
+            cipher = self._late_keys(d)
         if cipher is None:
             self.info.undecrypted_records += 1
             if ctype == APPDATA:
@@ -282,7 +298,24 @@ class TlsSession:
             if st.cipher is not None:
                 st.cipher = st.cipher.updated()
 
+    def _late_keys(self, d: int):
+        """Live: read the key logs again; the keys found apply from this record on
+        (directions already past records of theirs keep their count as sequence)."""
+        if self._server is None or self.keylog is None or not self.keylog.refresh():
+            return None
+        sd, h = self._server
+        self._server_hello(sd, h, 0)
+        if self.info.key != "found":
+            return None
+        for x, st in enumerate(self.dirs):
+            if not self.tls13 and st.encrypted and st.cipher is None:
+                st.cipher, st.pending = st.pending, None       # ChangeCipherSpec was seen
+            if st.cipher is not None:
+                st.cipher.seq = st.enc_records - (1 if x == d else 0)
+        return self.dirs[d].cipher
+
     def _server_hello(self, sd: int, h: hs.Hello, frame: int) -> None:
+        self._server = (sd, h)
         info = self.info
         suite = SUITES.get(h.suite) if h.suite is not None else None
         self.suite = suite

@@ -122,3 +122,30 @@ def test_garbage_never_raises():
                  b"GET / HTTP/1.1\r\n\r\n", bytes(range(256)) * 3):
         s.data(0, blob, 1, 0.0)
         s.data(1, blob, 1, 0.0)
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+def test_live_key_log_read_again_when_the_secrets_arrive_late(tmp_path, version):
+    chunks, keys, *_ = converse(tmp_path, version, None, MESSAGES)
+    late = tmp_path / "late.keys"
+    late.write_text("")
+    kl = KeyLog()
+    kl.add_file(str(late))
+    got = [bytearray(), bytearray()]
+    s = TlsSession(kl, lambda d, o, data, f, t: got[d].extend(data),
+                   lambda *a: None, live=True)
+    for i, (d, data) in enumerate(chunks):
+        s.data(d, data, i, 0.0)
+        if i == 1:          # the client writes its secrets after the ServerHello went by
+            late.write_text(keys.read_text())
+            assert s.info.key in ("missing", "none") and not s.hopeless
+    assert [bytes(g) for g in got] == expected()
+    assert s.info.key == "found"
+
+
+def test_offline_missing_key_is_hopeless_at_once(tmp_path):
+    chunks, *_ = converse(tmp_path, "1.3", None, MESSAGES[:1])
+    s = TlsSession(KeyLog(), lambda *a: None, lambda *a: None)
+    for d, data in chunks[:3]:
+        s.data(d, data, 1, 0.0)
+    assert s.hopeless
