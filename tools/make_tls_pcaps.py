@@ -52,7 +52,12 @@ SCENARIOS = {
     "tls12-aes128gcm": ("1.2", "ECDHE-ECDSA-AES128-GCM-SHA256", "TLS 1.2, ECDHE AES-128-GCM"),
     "tls12-chacha": ("1.2", "ECDHE-ECDSA-CHACHA20-POLY1305", "TLS 1.2, ECDHE ChaCha20-Poly1305"),
     "tls12-cbc": ("1.2", "ECDHE-ECDSA-AES256-SHA384", "TLS 1.2, ECDHE AES-256-CBC HMAC-SHA384"),
+    "tls13-sasl": ("1.3", "TLS_AES_128_GCM_SHA256",
+                   "SASL_SSL: SCRAM-SHA-256 and PLAIN logins refused by Tansu (authentication "
+                   "required, no user), TLS 1.3"),
 }
+SASL = {"tls13-sasl"}
+PASSWORD = "tls-secret-password"
 #: speed measurements only (about 60 MB each leg; never committed): --only tls13-bulk
 BULK = {"tls13-bulk": ("1.3", "TLS_AES_128_GCM_SHA256", "TLS 1.3 bulk: 28 MB produced "
                        "and consumed back (speed measurement)")}
@@ -266,6 +271,38 @@ def run_bulk(cert: Path, topic: str, log) -> None:
     print(f"bulk consumer got {got} of {count}", file=log, flush=True)
 
 
+def run_sasl(cert: Path, topic: str, log) -> None:
+    """SASL_SSL logins Tansu refuses (in memory with --authentication no user exists):
+    confluent-kafka SCRAM-SHA-256 (client-first, then e=unknown-user) and PLAIN (not
+    enabled: the handshake lists the mechanisms)."""
+    from confluent_kafka import Producer
+
+    for client_id, mechanism in (("tls-sasl-scram", "SCRAM-SHA-256"),
+                                 ("tls-sasl-plain", "PLAIN")):
+        errors: list = []
+        prod = Producer({"bootstrap.servers": f"127.0.0.1:{TLS_PORT}",
+                         "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+                         "sasl.username": "alice", "sasl.password": PASSWORD,
+                         "ssl.ca.location": str(cert),
+                         "ssl.endpoint.identification.algorithm": "none",
+                         "enable.ssl.certificate.verification": "false",
+                         "client.id": client_id, "reconnect.backoff.ms": 30000,
+                         "reconnect.backoff.max.ms": 30000, "error_cb": errors.append})
+        prod.produce(topic, b"never delivered")
+        deadline = time.time() + 20
+        while not errors and time.time() < deadline:
+            prod.poll(0.1)
+        end = time.time() + 0.5
+        while time.time() < end:
+            prod.poll(0.1)
+        prod.purge()
+        prod.flush(5)
+        del prod
+        print(f"{client_id}: {[e.str() for e in errors][:2]}", file=log, flush=True)
+        if not errors:
+            raise RuntimeError(f"{client_id}: no error from a broker that requires SASL")
+
+
 # ------------------------------------------------------------------------ child
 def child(name: str, out: Path, work: Path) -> int:
     from pcapgen.brokers import tansu_binary
@@ -282,7 +319,8 @@ def child(name: str, out: Path, work: Path) -> int:
     tansu = subprocess.Popen(
         [str(tansu_binary()), "broker", "--listener-url", f"tcp://127.0.0.1:{BROKER_PORT}",
          "--advertised-listener-url", f"tcp://127.0.0.1:{TLS_PORT}",
-         "--storage-engine", "memory://tansu/", "--cluster-id", "kwsniff-tls"],
+         "--storage-engine", "memory://tansu/", "--cluster-id", "kwsniff-tls",
+         *(["--authentication"] if name in SASL else [])],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     proxy = None
     dumps: list[Tcpdump] = []
@@ -294,7 +332,8 @@ def child(name: str, out: Path, work: Path) -> int:
                  Tcpdump(work / f"{name}-plain.pcap", [BROKER_PORT])]
         for d in dumps:
             d.start()
-        (run_bulk if name in BULK else run_clients)(cert, f"tls-topic-{name}", log)
+        run = run_bulk if name in BULK else run_sasl if name in SASL else run_clients
+        run(cert, f"tls-topic-{name}", log)
         wait_connections_closed([TLS_PORT, BROKER_PORT])
         for d in dumps:
             d.stop()
