@@ -13,6 +13,9 @@ Contract:
 * :attr:`info` (:class:`TlsInfo`) says what the handshake showed and what happened:
   version, suite, SNI, ALPN, session id, certificate subject, whether keys were found,
   records and bytes decrypted and not decrypted.
+* After a gap the direction is searched for the next record that authenticates under
+  a later sequence number (:meth:`TlsSession._resync`); until then nothing of it is
+  decrypted.
 * :attr:`hopeless` is True once encrypted records flow and no key can decrypt them
   (the caller may stop feeding); it never raises on bad bytes.
 * ``live=True``: the secrets may reach the key log after the handshake is seen (a
@@ -33,6 +36,8 @@ from kwsniff.tls.protection import Tls13Cipher, Undecryptable, tls12_ciphers
 from kwsniff.tls.suites import SUITES, suite_name, version_name
 
 CCS, ALERT, HANDSHAKE, APPDATA = 20, 21, 22, 23
+MIN_RECORD = 22                        # header, tag and content type: bytes per record at least
+MAX_TRIALS = 4096                      # sequence numbers tried when resynchronising
 LIVE_RETRIES = 8                       # encrypted records that re-read the key log (live)
 MAX_RECORD = (1 << 14) + 2048          # largest TLSCiphertext fragment (RFC 5246: 2^14 + 2048)
 _HDR = struct.Struct(">BHH")
@@ -92,7 +97,7 @@ class TlsInfo:
 
 class _Dir:
     __slots__ = ("buf", "cipher", "pending", "encrypted", "lost", "plain_off", "hsr",
-                 "records", "trial", "enc_records")
+                 "records", "trial", "enc_records", "resync", "lost_bytes")
 
     def __init__(self) -> None:
         self.buf = bytearray()
@@ -105,6 +110,8 @@ class _Dir:
         self.records = 0
         self.trial = False              # TLS 1.3 traffic keys tried before their first record
         self.enc_records = 0            # protected records seen (their sequence numbers)
+        self.resync = False             # lost, but looking for the stream again
+        self.lost_bytes = 0
 
 
 class TlsSession:
@@ -139,9 +146,15 @@ class TlsSession:
     def data(self, d: int, data: bytes | memoryview, frame: int, ts: float) -> None:
         st = self.dirs[d]
         if st.lost:
-            return
+            if not st.resync:
+                return
+            st.buf += data
+            if not self._resync(d, frame):
+                return
         buf = st.buf
-        buf += data
+        if not st.lost:
+            buf += data
+        st.lost = False
         p = 0
         n = len(buf)
         while n - p >= 5:
@@ -161,16 +174,67 @@ class TlsSession:
 
     def gap(self, d: int, length: int, frame: int, ts: float, reason: str) -> None:
         st = self.dirs[d]
+        lost = length + len(st.buf)
         if not st.lost:
-            self._lose(d, length + len(st.buf), frame, ts, reason)
+            self._lose(d, lost, frame, ts, reason)
+            # a protected stream may be found again: the next record that authenticates
+            # under a later sequence number (see _resync)
+            st.resync = st.cipher is not None and self.info.key == "found"
+            st.lost_bytes = 0
+        st.lost_bytes += lost
         st.buf = bytearray()
+
+    def _resync(self, d: int, frame: int) -> bool:
+        """After a gap: find a record in the buffered bytes that authenticates under one
+        of the sequence numbers the lost bytes can have used (each record takes at least
+        :data:`MIN_RECORD` bytes, at most :data:`MAX_TRIALS` are tried); on success the
+        buffer starts at that record and the cipher has its sequence number."""
+        st = self.dirs[d]
+        buf = st.buf
+        cipher = st.cipher
+        base = cipher.seq
+        span = min(MAX_TRIALS, (st.lost_bytes + len(buf)) // MIN_RECORD + 2)
+        p = 0
+        n = len(buf)
+        while True:
+            p = buf.find(b"\x17\x03\x03", p)
+            if p < 0 or n - p < 5:
+                break
+            length = int.from_bytes(buf[p + 3:p + 5], "big")
+            if length > MAX_RECORD or length < 17:
+                p += 1
+                continue
+            if n - p - 5 < length:
+                break                           # wait for the whole candidate record
+            frag = bytes(buf[p + 5:p + 5 + length])
+            for seq in range(base, base + span):
+                cipher.seq = seq
+                try:
+                    cipher.open(23, 0x0303, frag)
+                except Undecryptable:
+                    continue
+                cipher.seq = seq
+                st.lost_bytes += p
+                del buf[:p]
+                st.resync = False
+                self.info.problems.append(
+                    f"frame {frame}: the {self._side(d)} TLS stream found again after "
+                    f"{st.lost_bytes} lost bytes ({seq - base} records skipped)")
+                return True
+            p += 1
+        cipher.seq = base
+        keep = MAX_RECORD + 5                   # a candidate may still be arriving
+        if n > 2 * keep:
+            st.lost_bytes += n - keep
+            del buf[:n - keep]
+        return False
 
     def _lose(self, d: int, length: int, frame: int, ts: float, reason: str) -> None:
         """Record boundaries (and the sequence number) of direction ``d`` are lost."""
         st = self.dirs[d]
         st.lost = True
-        self.info.problems.append(f"frame {frame}: {reason}; the rest of the "
-                                  f"{self._side(d)} TLS stream is not decrypted")
+        self.info.problems.append(f"frame {frame}: {reason}; {self._side(d)} TLS records "
+                                  "lost (not decrypted until one authenticates again)")
         if st.cipher is not None or st.encrypted:
             self.on_gap(d, st.plain_off, length, frame, ts, "TLS records lost")
             st.plain_off += length

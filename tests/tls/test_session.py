@@ -104,16 +104,23 @@ def test_gap_stops_the_direction_and_is_reported(tmp_path):
     s = TlsSession(kl, lambda d, o, data, f, t: got[d].extend(data),
                    lambda d, o, n, f, t, r: gaps.append((d, n, r)))
     big = max(range(len(chunks)), key=lambda i: len(chunks[i][1]))
+    lost = 20000
     for i, (d, data) in enumerate(chunks):
         if i == big:
             s.data(d, data[:100], i, 0.0)
-            s.gap(d, 1000, i, 0.0, "capture loss")
+            s.gap(d, lost, i, 0.0, "capture loss")
+            s.data(d, data[100 + lost:], i, 0.0)
             continue
         s.data(d, data, i, 0.0)
     d_big = chunks[big][0]
     assert gaps and gaps[0][0] == d_big
     assert bytes(got[1 - d_big]) == expected()[1 - d_big]
-    assert any("not decrypted" in p for p in s.info.problems)
+    assert any("records lost" in p for p in s.info.problems)
+    # found again at the first whole record after the gap: the rest is exact
+    tail = bytes(got[d_big])
+    assert tail.endswith(b"done") and set(tail[:-4]) == {ord("R")}
+    assert 70000 - lost - 16384 - 100 <= len(tail) - 4 <= 70000 - lost - 100
+    assert any("found again" in p for p in s.info.problems)
 
 
 def test_garbage_never_raises():
