@@ -402,7 +402,15 @@ class Engine:
             link.conn.ignored = True
             self.tls.pop(link.conn.index, None)
         elif link.decrypted and link.conn.index not in self.tls_info:
-            self.tls_info[link.conn.index] = link.session.info
+            self._tls_decrypted(link)
+
+    def _tls_decrypted(self, link: Any) -> None:
+        """Remember the connection's TlsInfo for its exchanges (bounded like the
+        connection summaries: the oldest are forgotten first)."""
+        infos = self.tls_info
+        infos[link.conn.index] = link.session.info
+        if len(infos) > self.options.max_connection_summaries:
+            del infos[next(iter(infos))]
 
     def _tls_report(self, link: Any) -> None:
         if link.reported:
@@ -431,8 +439,8 @@ class Engine:
         link = self.tls.pop(idx, None)
         if link is None:
             return
-        if link.decrypted:
-            self.tls_info[idx] = link.session.info
+        if link.decrypted and idx not in self.tls_info:
+            self._tls_decrypted(link)
         self._tls_report(link)
         inner = link.inner
         if inner is not None:
