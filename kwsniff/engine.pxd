@@ -11,7 +11,9 @@ from kwsniff.tcp.events cimport StreamData
 cdef class Engine:
     cdef public object options, summary
     cdef public Context ctx
-    cdef public dict convs, connections
+    cdef public dict convs, connections, tls, tls_info
+    cdef public list _tls_unread
+    cdef public object _source, _secrets_seen
     cdef public object _next_sweep, _tcp
 
     @cython.locals(conv=Conversation, sd=StreamData)

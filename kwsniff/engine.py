@@ -57,6 +57,10 @@ class EngineOptions:
     max_problems: int = 1000             # run problems kept (the rest are counted)
     max_connection_summaries: int = 100_000
     tcp: TcpOptions | None = None        # TCP layer limits
+    # TLS secrets (kwsniff.tls.KeyLog, from --tls-keylog / SSLKEYLOGFILE); None: no keys,
+    # TLS connections are still followed through their handshake and reported
+    tls_keylog: Any = None
+    tls_live: bool = False               # re-read the key log files when a key is missing
 
 
 @dataclass(slots=True)
@@ -68,6 +72,10 @@ class RunSummary:
     kafka_connections: int = 0           # modern and 0.7
     kafka07_connections: int = 0
     tls_connections: int = 0             # TLS seen on a Kafka port
+    tls_decrypted: int = 0               # TLS connections decrypted with the key log
+    tls_undecrypted: int = 0             # TLS connections on a Kafka port without a key
+    # one line per such connection: what its handshake showed (bounded like problems)
+    tls_notes: list[str] = field(default_factory=list)
     other_connections: int = 0           # examined and not Kafka
     exchanges: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
     exchanges_total: int = 0
@@ -106,6 +114,7 @@ class RunSummary:
         out = {k: getattr(self, k) for k in self.__slots__ if k not in ("tcp", "max_problems")}
         out["exchanges"] = dict(self.exchanges)
         out["problems"] = list(self.problems)
+        out["tls_notes"] = list(self.tls_notes)
         return out
 
 
@@ -127,12 +136,18 @@ class Engine:
         self.connections: dict[int, ConnectionSummary] = {}
         self._next_sweep: float | None = None
         self._tcp: TcpEventStream | None = None
+        self.tls: dict[int, Any] = {}                # stream -> engine_tls.TlsLink being followed
+        self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
+        self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
+        self._source: Any = None                     # the capture (its embedded secrets)
+        self._secrets_seen = 0                       # ... key logs already taken
 
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
         """Decode ``source`` (packet tuples); yield exchanges in capture order."""
         tcp = TcpEventStream(source, self.options.tcp)
         self._tcp = tcp
+        self._source = source
         feed = self._feed
         summary = self.summary
         for ev in tcp:
@@ -180,6 +195,8 @@ class Engine:
             sd = ev                     # (compiled: typed, its fields read as C fields)
             conv = self.convs.get(sd.conn.index)
             if conv is None:
+                if self.tls:
+                    return self._tls_event(ev)
                 return []
             conv.data(sd.direction, sd.offset, sd.data, sd.frame, sd.ts)
             ts = sd.ts
@@ -188,6 +205,8 @@ class Engine:
         elif t is StreamGap:
             conv = self.convs.get(ev.conn.index)
             if conv is None:
+                if self.tls:
+                    return self._tls_event(ev)
                 return []
             conv.gap(ev.direction, ev.offset, ev.length, ev.frame, ev.ts, ev.reason)
             ts = ev.ts
@@ -203,6 +222,8 @@ class Engine:
             if conv is not None:
                 conv.close("capture-end" if ev.reason == "end of capture" else ev.reason)
                 self._retire(conv)
+            elif self.tls:
+                return self._tls_event(ev)
             ts = ev.conn.last_ts
         else:
             return []
@@ -232,6 +253,11 @@ class Engine:
             conv = self.convs.pop(idx)
             conv.close("capture-end")
             self._retire(conv)
+        for idx in list(self.tls):
+            self._tls_close(idx, "capture-end")
+        for link, why in self._tls_unread:
+            self.summary.tls_notes.append(_tls_note(link, why))
+        self._tls_unread = []
         out = self._release(True)
         if self._tcp is not None:
             stats = self._tcp.stats
@@ -270,7 +296,9 @@ class Engine:
     def _settled(self, conv: Conversation) -> None:
         """Stop the TCP layer from delivering bytes of connections that are not Kafka."""
         state = conv.state
-        if state == OTHER or state == TLS:
+        if state == TLS:
+            self._start_tls(conv)
+        elif state == OTHER:
             conv.conn.ignored = True
             self.convs.pop(conv.conn.index, None)
             conv.close("ignored")
@@ -303,12 +331,133 @@ class Engine:
         for conv in list(self.convs.values()):
             if conv.waiting():
                 conv.expire(now)
+        for link in list(self.tls.values()):
+            inner = link.inner
+            if inner is not None and inner.waiting():
+                inner.expire(now)
+
+    # -------------------------------------------------------------------- TLS
+    def _start_tls(self, conv: Conversation) -> None:
+        """Detection said TLS: follow the connection through :class:`TlsLink` (its
+        handshake always; its Kafka stream when the key log has its secrets)."""
+        from kwsniff.engine_tls import TlsLink    # (cryptography only for TLS captures)
+        self._capture_secrets()
+        conn = conv.conn
+        self.convs.pop(conn.index, None)
+        conn.sink = None
+        link = TlsLink(conv, self.options.tls_keylog, self.options.tls_live)
+        conv.close("ignored")
+        self._retire(conv)
+        self.tls[conn.index] = link
+        self._tls_check(link)
+
+    def _capture_secrets(self) -> None:
+        """Add the key logs the capture embeds (pcapng Decryption Secrets Blocks) that
+        appeared since the last look to the run's key log."""
+        found = getattr(self._source, "tls_secrets", None)
+        if not found or len(found) <= self._secrets_seen:
+            return
+        from kwsniff.tls.keylog import KeyLog
+        opts = self.options
+        if opts.tls_keylog is None:
+            opts.tls_keylog = KeyLog()
+        for blob in found[self._secrets_seen:]:
+            opts.tls_keylog.add_text(blob.decode("ascii", "replace"))
+        self._secrets_seen = len(found)
+
+    def _tls_event(self, ev: Any) -> list[Exchange]:
+        """A TCP event of a connection followed by the TLS path (or of none)."""
+        idx = ev.conn.index
+        link = self.tls.get(idx)
+        if link is None:
+            return []
+        t = type(ev)
+        if t is StreamData:
+            link.data(ev.direction, ev.data, ev.frame, ev.ts)
+            ts = ev.ts
+        elif t is StreamGap:
+            link.gap(ev.direction, ev.length, ev.frame, ev.ts, ev.reason)
+            ts = ev.ts
+        else:
+            self._tls_close(idx, "capture-end" if ev.reason == "end of capture" else ev.reason)
+            ts = ev.conn.last_ts
+        if ts > self.ctx.now:
+            self.ctx.now = ts
+        s = self.summary
+        if s.last_ts is None or ts > s.last_ts:
+            s.last_ts = ts
+        if self._next_sweep is not None and ts >= self._next_sweep:
+            self._sweep(ts)
+        if idx in self.tls:
+            self._tls_check(link)
+        reorder = self.ctx.reorder
+        if reorder.dirty and reorder.ready:
+            return self._release(False)
+        return []
+
+    def _tls_check(self, link: Any) -> None:
+        """Stop following a connection nothing can decrypt (once its handshake spoke)."""
+        if link.session.hopeless:
+            self._tls_report(link)
+            link.conn.ignored = True
+            self.tls.pop(link.conn.index, None)
+        elif link.decrypted and link.conn.index not in self.tls_info:
+            self._tls_decrypted(link)
+
+    def _tls_decrypted(self, link: Any) -> None:
+        """Remember the connection's TlsInfo for its exchanges (bounded like the
+        connection summaries: the oldest are forgotten first)."""
+        infos = self.tls_info
+        infos[link.conn.index] = link.session.info
+        if len(infos) > self.options.max_connection_summaries:
+            del infos[next(iter(infos))]
+
+    def _tls_report(self, link: Any) -> None:
+        if link.reported:
+            return
+        link.reported = True
+        info = link.session.info
+        conn = link.conn
+        s = self.summary
+        if link.decrypted:
+            s.tls_decrypted += 1
+        elif link.kafka_port:
+            s.tls_undecrypted += 1
+            why = {"missing": "no key for it in the key log" if self.options.tls_keylog is not None
+                   else "no key log (--tls-keylog)",
+                   "unsupported suite": "its cipher suite is not supported"}.get(
+                       info.key, "no TLS handshake seen")
+            s.add_problem(f"frame {conn.first_frame}: connection {conn.index} is "
+                          f"TLS-encrypted ({info.describe()}), not decrypted: {why}")
+            if len(self._tls_unread) < s.max_problems:
+                self._tls_unread.append((link, why))     # (noted at the end: byte counts)
+        if info.key == "found":
+            for p in info.problems[:5]:
+                s.add_problem(f"connection {conn.index}: {p}")
+
+    def _tls_close(self, idx: int, reason: str) -> None:
+        link = self.tls.pop(idx, None)
+        if link is None:
+            return
+        if link.decrypted and idx not in self.tls_info:
+            self._tls_decrypted(link)
+        self._tls_report(link)
+        inner = link.inner
+        if inner is not None:
+            inner.close(reason)
+            self._retire(inner)
 
     def _release(self, final: bool) -> list[Exchange]:
         out = self.ctx.reorder.drain(final)
         count = self.summary.count
         for ex in out:
             count(ex)
+        if self.tls_info:
+            infos = self.tls_info
+            for ex in out:
+                info = infos.get(ex.stream)
+                if info is not None:
+                    ex.tls = info
         return out
 
     def connection_summaries(self) -> list[ConnectionSummary]:
@@ -317,7 +466,27 @@ class Engine:
         for idx, conv in self.convs.items():
             if conv.state in (KAFKA, KAFKA07):
                 out[idx] = conv.summary
+        for idx, link in self.tls.items():
+            inner = link.inner
+            if inner is not None and inner.state in (KAFKA, KAFKA07):
+                out[idx] = inner.summary
         return [out[k] for k in sorted(out)]
+
+
+def _tls_note(link: Any, why: str) -> str:
+    """``TLS connection 3 10.0.0.5:41234 → 10.0.0.2:9092: TLS 1.3, ..., 517 + 2804
+    bytes, not decrypted (why)``: what an undecrypted TLS connection showed."""
+    cs = link.outer_summary
+    conn = link.conn
+    ends = (f" {cs.client[0]}:{cs.client[1]} → {cs.broker[0]}:{cs.broker[1]}"
+            if cs.client and cs.broker else "")
+    nb = getattr(conn, "bytes", None)
+    size = ""
+    if nb is not None:
+        c = 0 if tuple(conn.a) == tuple(cs.client or ()) else 1
+        size = f", {nb[c]} bytes from the client, {nb[1 - c]} from the server"
+    return (f"TLS connection {conn.index}{ends}: {link.session.info.describe()}{size}, "
+            f"not decrypted ({why})")
 
 
 def iter_exchanges(source: Iterable[tuple], options: EngineOptions | None = None, *,

@@ -27,6 +27,8 @@ IDB = 0x00000001
 PB = 0x00000002    # obsolete Packet Block
 SPB = 0x00000003
 EPB = 0x00000006
+DSB = 0x0000000A   # Decryption Secrets Block
+TLS_KEY_LOG = 0x544C534B    # its secrets type: an NSS key log ("TLSK")
 SHB_MAGIC = b"\n\r\r\n"
 BOM_LE = b"\x4d\x3c\x2b\x1a"
 BOM_BE = b"\x1a\x2b\x3c\x4d"
@@ -73,7 +75,7 @@ def byteorder_of(bom: bytes) -> str | None:
 class PcapngWalker(FrameCounter):
     """Block walker for one pcapng stream (see the module docstring)."""
 
-    __slots__ = ("error", "problems", "interfaces", "sections", "_order", "_hdr", "_epb", "_len", "_ifaces", "_last_ts")
+    __slots__ = ("error", "problems", "interfaces", "sections", "_order", "_hdr", "_epb", "_len", "_ifaces", "_last_ts", "secrets")
 
     #: the C kernel's walker of Enhanced Packet Block runs (None: every block takes the
     #: Python path)
@@ -84,6 +86,8 @@ class PcapngWalker(FrameCounter):
         self.error: str | None = None
         self.problems: list[str] = []
         self.interfaces: list[Interface] = []   # every interface of every section
+        # NSS key logs of Decryption Secrets Blocks, in file order (editcap --inject-secrets)
+        self.secrets: list[bytes] = []
         self.sections = 0
         self._ifaces: list[tuple[int, int, int, int]] = []  # current section's interfaces
         self._last_ts = 0.0
@@ -229,6 +233,11 @@ class PcapngWalker(FrameCounter):
             self._ifaces.append((linktype, units, tsoffset, snaplen))
             self.interfaces.append(Interface(max(self.sections - 1, 0), linktype, snaplen,
                                              units, tsoffset, name))
+        elif btype == DSB:
+            if blen >= 20:
+                stype, slen = struct.unpack_from(order + "II", buf, pos + 8)
+                if stype == TLS_KEY_LOG and 16 + slen <= blen - 4:
+                    self.secrets.append(bytes(buf[pos + 16:pos + 16 + slen]))
         elif btype == SPB:
             if not self._ifaces:
                 self.problems.append(f"simple packet block at byte {pos} (after frame "

@@ -70,6 +70,11 @@ class CaptureSource:
         self._released = 0          # mapped bytes before this were dropped from memory
 
     @property
+    def tls_secrets(self) -> list[bytes]:
+        """NSS key logs found so far in the capture (pcapng Decryption Secrets Blocks)."""
+        return getattr(self._walker, "secrets", None) or []
+
+    @property
     def packets(self) -> int:
         """Packets yielded so far (all of them once iteration has finished)."""
         return self._walker.frame

@@ -89,6 +89,26 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--timeout", metavar="SECONDS", type=float, default=None,
                        help="capture seconds after which a request without response is "
                             "reported unanswered (default 300)")
+    add_tls_keylog_argument(group)
+
+
+def add_tls_keylog_argument(group: Any) -> None:
+    """``--tls-keylog FILE`` (repeatable), shared by every command that decodes."""
+    group.add_argument("--tls-keylog", metavar="FILE", action="append", default=None,
+                       help="NSS key log of TLS secrets (SSLKEYLOGFILE format) to decrypt "
+                            "Kafka over TLS (repeatable; $SSLKEYLOGFILE is read too)")
+
+
+def tls_keylog(args: argparse.Namespace) -> Any:
+    """The run's :class:`kwsniff.tls.KeyLog` from ``--tls-keylog`` and $SSLKEYLOGFILE,
+    or None; an unreadable --tls-keylog file is a one-line UserError."""
+    paths = tuple(getattr(args, "tls_keylog", None) or ())
+    from kwsniff.tls.keylog import from_paths
+    try:
+        return from_paths(paths)
+    except OSError as err:
+        raise UserError(f"cannot read the TLS key log {err.filename}: "
+                        f"{err.strerror or err}") from None
 
 
 def add_view_arguments(group: argparse._ArgumentGroup, *, time_default: str,
@@ -127,6 +147,7 @@ def engine_options(args: argparse.Namespace) -> Any:
         if args.timeout <= 0:
             raise UserError("--timeout must be positive")
         opts.timeout = args.timeout
+    opts.tls_keylog = tls_keylog(args)
     return opts
 
 
@@ -204,11 +225,15 @@ def open_output(path: str | None) -> Iterator[IO[str]]:
 
 
 def report_end(counters: dict[str, int], shown: int | None, problems: list[str],
-               what: str = "shown", stream: IO[str] | None = None) -> None:
-    """Print the run summary (and the capture's own problems) to standard error."""
+               what: str = "shown", stream: IO[str] | None = None,
+               notes: list[str] | tuple[str, ...] = ()) -> None:
+    """Print the run summary (and the capture's own problems, and ``notes``: TLS
+    connections not decrypted) to standard error."""
     err = stream or sys.stderr
     for problem in problems:
         print(f"capture: {problem}", file=err)
+    for note in notes:
+        print(note, file=err)
     print(run_summary_line(counters, shown, what), file=err)
 
 
@@ -308,5 +333,6 @@ def run(args: argparse.Namespace) -> int:
                 formatter.start_ts = run_.engine.summary.first_ts
             emit(ex, facts)
         out.flush()
-        report_end(run_.counters(), run_.selection.shown, run_.capture_problems())
+        report_end(run_.counters(), run_.selection.shown, run_.capture_problems(),
+                   notes=run_.engine.summary.tls_notes)
     return 0

@@ -57,5 +57,6 @@ def run(args: argparse.Namespace) -> int:
                 if isinstance(err, BrokenPipeError):
                     raise
                 raise UserError(f"cannot write {args.output}: {err.strerror or err}") from None
-        report_end(counters, encoder.exchanges, run_.capture_problems(), what="exported")
+        report_end(counters, encoder.exchanges, run_.capture_problems(), what="exported",
+                   notes=run_.engine.summary.tls_notes)
     return 0

@@ -81,6 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      default=DEFAULT_LIVE_TIMEOUT,
                      help="seconds after which a request without response is reported "
                           f"unanswered (default {DEFAULT_LIVE_TIMEOUT:g})")
+    from kwsniff.commands.decode import add_tls_keylog_argument
+    add_tls_keylog_argument(dec)
     out = parser.add_argument_group("output")
     out.add_argument("-Y", "--display-filter", metavar="EXPR",
                      help="only exchanges matching EXPR (see docs/display-filters.md)")
@@ -240,6 +242,9 @@ def _engine_options(args: argparse.Namespace, ports: tuple[int, ...]) -> Any:
     opts.timeout = args.timeout
     # live output never lists connections: remember fewer finished ones (memory over hours)
     opts.max_connection_summaries = LIVE_CONNECTION_SUMMARIES
+    from kwsniff.commands.decode import tls_keylog
+    opts.tls_keylog = tls_keylog(args)
+    opts.tls_live = True                 # clients write their secrets as they connect
     return opts
 
 

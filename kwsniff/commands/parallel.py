@@ -342,6 +342,7 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
         final = {"engine": (engine.summary.exchanges_total,
                             _engine_counters(engine, source)),
                  "capture_problems": list(getattr(source, "problems", ())),
+                 "tls_notes": list(engine.summary.tls_notes),
                  "shown": selection.shown, "problems": selection.problems,
                  "events": list(events), "extra": extra()}
     sink.record(_FINAL, pickle.dumps(final))
@@ -582,8 +583,9 @@ class Totals:
     """What the parent knows at the end of a parallel run."""
 
     def __init__(self, counters: dict[str, int], shown: int, capture_problems: list[str],
-                 extras: list[dict[str, Any]]) -> None:
+                 extras: list[dict[str, Any]], tls_notes: list[str] | None = None) -> None:
         self.counters = counters                  # as :func:`run_counters` gives them
+        self.tls_notes = tls_notes or []          # TLS connections not decrypted
         self.shown = shown                        # exchanges that passed the filter
         self.capture_problems = capture_problems
         self.extras = extras                      # every worker's ``extra()``
@@ -694,7 +696,8 @@ def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilt
     counters = dict(counters)
     counters["problems"] += sum(f["problems"] for f in finals.values())
     return Totals(counters, sum(f["shown"] for f in finals.values()),
-                  first["capture_problems"], [finals[j]["extra"] for j in range(jobs)])
+                  first["capture_problems"], [finals[j]["extra"] for j in range(jobs)],
+                  first.get("tls_notes"))
 
 
 def _engine_first(workers: _Workers, link_ended: str) -> Callable[[int], tuple[bytes, bytes]]:
@@ -737,7 +740,7 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
     pipeline = palette if pipeline_wanted(args, jobs, lane) else None
     totals = run_workers(args, jobs, display_filter, factory, out.write, pipeline)
     out.flush()
-    report_end(totals.counters, totals.shown, totals.capture_problems)
+    report_end(totals.counters, totals.shown, totals.capture_problems, notes=totals.tls_notes)
     return 0
 
 
@@ -767,5 +770,6 @@ def export_in_parallel(args: argparse.Namespace, jobs: int,
             if isinstance(err, BrokenPipeError):
                 raise
             raise UserError(f"cannot write {args.output}: {err.strerror or err}") from None
-    report_end(totals.counters, encoder.exchanges, totals.capture_problems, what="exported")
+    report_end(totals.counters, encoder.exchanges, totals.capture_problems, what="exported",
+               notes=totals.tls_notes)
     return 0

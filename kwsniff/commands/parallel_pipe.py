@@ -249,9 +249,11 @@ def engine_work(args: argparse.Namespace, palette: Any, link_sink: Any, send: Ca
         end_block()
     final = {"engine": (summary.exchanges_total, counters(engine, source)),
              "capture_problems": list(getattr(source, "problems", ())),
+             "tls_notes": list(summary.tls_notes),
              "shown": selection.shown, "problems": selection.problems, "events": [],
              "extra": {}}
-    link.record(_F, pickle.dumps({k: final[k] for k in ("engine", "capture_problems")}))
+    link.record(_F, pickle.dumps({k: final[k] for k in ("engine", "capture_problems",
+                                                        "tls_notes")}))
     link.flush()
     return final
 

@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         problems = run_.capture_problems()
         if args.json:
             report["capture_problems"] = problems
+            report["tls_not_decrypted"] = list(run_.engine.summary.tls_notes)
             json.dump(report, out, indent=2, sort_keys=False)
             out.write("\n")
             print(run_summary_line(counters, run_.selection.shown, "counted"), file=sys.stderr)
@@ -70,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
             out.write("\n")
             for problem in problems:
                 out.write(f"capture: {problem}\n")
+            for note in run_.engine.summary.tls_notes:
+                out.write(note + "\n")
             out.write("Run: " + run_summary_line(counters, run_.selection.shown, "counted")
                       + "\n")
     return 0

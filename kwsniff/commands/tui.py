@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     dec.add_argument("--timeout", metavar="SECONDS", type=float, default=None,
                      help="seconds after which a request without response is unanswered "
                           f"(default 300 for files, {DEFAULT_LIVE_TIMEOUT:g} live)")
+    from kwsniff.commands.decode import add_tls_keylog_argument
+    add_tls_keylog_argument(dec)
     ui = parser.add_argument_group("interface")
     ui.add_argument("--max-exchanges", metavar="N", type=_positive_int, default=DEFAULT_MAX_ROWS,
                     help=f"keep at most N exchanges (oldest dropped first; default "
@@ -70,6 +72,9 @@ def _options(args: argparse.Namespace, live: bool) -> object:
         opts.timeout = args.timeout
     elif live:
         opts.timeout = DEFAULT_LIVE_TIMEOUT
+    from kwsniff.commands.decode import tls_keylog
+    opts.tls_keylog = tls_keylog(args)
+    opts.tls_live = live
     return opts
 
 

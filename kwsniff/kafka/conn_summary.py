@@ -44,6 +44,7 @@ class ConnectionSummary:
     resyncs: int = 0
     problems: list[str] = field(default_factory=list)
     problems_dropped: int = 0
+    tls: Any = None                               # kwsniff.tls.TlsInfo of a TLS connection
 
     def add_problem(self, text: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:

@@ -248,11 +248,9 @@ class Conversation(ResyncChecks):
             s.protocol = TLS
             self.client_dir = verdict.client_dir
             self._set_ends()
-            for f in self.framers:
-                f.discard()
+            # the framers keep what detection buffered: the engine hands it to the TLS
+            # layer (kwsniff.engine_tls), which reports the connection
             if self.kafka_port:
-                self._problem(f"frame {self.conn.first_frame}: connection {self.conn.index} is "
-                              "TLS-encrypted, not decodable", run=True)
                 self.ctx.stats.tls_connections += 1
             return
         if verdict.kind == OTHER:

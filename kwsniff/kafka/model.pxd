@@ -16,5 +16,6 @@ cdef class Exchange:
     cdef public KafkaMessage request, response
     cdef public object protocol
     cdef public list problems
+    cdef public object tls
 
     cpdef KafkaMessage _first(self)

@@ -85,7 +85,7 @@ class KafkaMessage:
 
 
 _EXCHANGE_FIELDS = ("index", "stream", "client", "broker", "status", "request", "response",
-                    "protocol", "problems")
+                    "protocol", "problems", "tls")
 
 
 class Exchange:
@@ -97,7 +97,7 @@ class Exchange:
     def __init__(self, index: int, stream: int, client: tuple[str, int],
                  broker: tuple[str, int], status: str, request: KafkaMessage | None = None,
                  response: KafkaMessage | None = None, protocol: str = "kafka",
-                 problems: list[str] | None = None) -> None:
+                 problems: list[str] | None = None, tls: Any = None) -> None:
         self.index = index                  # 1-based, in capture order of the first message
         self.stream = stream                # TCP connection index (like tshark's tcp.stream)
         self.client = client
@@ -107,6 +107,7 @@ class Exchange:
         self.response = response
         self.protocol = protocol            # "kafka", "kafka-0.7" or "kafka-sasl" (raw SASL tokens)
         self.problems = [] if problems is None else problems  # exchange-level (pairing, gaps)
+        self.tls = tls                      # kwsniff.tls.TlsInfo when carried by decrypted TLS
 
     def __repr__(self) -> str:
         return _repr(self, _EXCHANGE_FIELDS)

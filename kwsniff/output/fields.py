@@ -166,6 +166,17 @@ _SPECS = [
               lambda f: f.response_bytes),
     FieldSpec("problem", "string", True, "decode problems of the exchange (text)",
               lambda f: f.exchange.all_problems()),
+    FieldSpec("tls", "string", False,
+              "TLS version when the exchange came over TLS decrypted with --tls-keylog "
+              "(\"tls\" alone: any decrypted exchange)",
+              lambda f: f.exchange.tls.version_name if f.exchange.tls is not None else None),
+    FieldSpec("tls.version", "string", False, "TLS version, e.g. \"TLS 1.3\"",
+              lambda f: f.exchange.tls.version_name if f.exchange.tls is not None else None),
+    FieldSpec("tls.suite", "string", False,
+              "TLS cipher suite, e.g. \"TLS_AES_128_GCM_SHA256\"",
+              lambda f: f.exchange.tls.suite_name if f.exchange.tls is not None else None),
+    FieldSpec("tls.sni", "string", False, "server name the TLS client asked for (SNI)",
+              lambda f: f.exchange.tls.sni if f.exchange.tls is not None else None),
 ]
 
 #: All filter fields by name, in documentation order.

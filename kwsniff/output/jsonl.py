@@ -208,6 +208,8 @@ class ExportEncoder:
             "request_frames": _frames(req),
             "response_frames": _frames(resp),
         }
+        if exchange.tls is not None:
+            obj["tls"] = exchange.tls.to_dict()     # carried by decrypted TLS
         if extra_fields._extra and extra_fields.has_export_fields():
             obj["plugins"] = extra_fields.export_values(exchange)
         return obj

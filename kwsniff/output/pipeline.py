@@ -92,6 +92,8 @@ def run_counters(summary: Any, capture_problems: Iterable[str] = (),
         "problems": int(exchange_problems + run_problems + len(list(capture_problems))),
         "skipped_bytes": int(get("skipped_bytes")),
         "gap_bytes": int(get("gap_bytes")),
+        # TLS connections on a Kafka port that no key decrypted (the end hint)
+        "tls_undecrypted": int(get("tls_undecrypted")),
     }
 
 
@@ -106,4 +108,9 @@ def run_summary_line(counters: dict[str, int], shown: int | None = None,
              f"{counters['problems']} problem{'s' if counters['problems'] != 1 else ''}",
              f"{counters['skipped_bytes']} bytes skipped",
              f"{counters['gap_bytes']} bytes lost in gaps"]
-    return "; ".join(parts)
+    line = "; ".join(parts)
+    n = counters.get("tls_undecrypted", 0)
+    if n:
+        line += (f"\n{n} TLS connection{'s' if n != 1 else ''} not decrypted "
+                 "(no key for them): use --tls-keylog")
+    return line

@@ -833,6 +833,8 @@ def build_tree(exchange: Exchange, *, spans: bool = False,
         root.add(TreeNode("Correlation id", str(exchange.correlation_id)))
     if exchange.client_id is not None:
         root.add(TreeNode("Client id", _quote(exchange.client_id)))
+    if exchange.tls is not None:
+        root.add(TreeNode("TLS", "decrypted, " + exchange.tls.describe()))
     if extra_fields._extra:
         items = extra_fields.tree_items(exchange)
         if items:
