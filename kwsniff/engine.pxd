@@ -18,4 +18,3 @@ cdef class Engine:
 
     @cython.locals(conv=Conversation, sd=StreamData)
     cpdef list _feed(self, ev)
-from kwsniff.kafka.model cimport KafkaMessage, Exchange

@@ -4,4 +4,3 @@ from kwsniff.kafka.conv_release cimport ReleaseControl
 
 cdef class InOrderPairing(ReleaseControl):
     pass
-from kwsniff.kafka.model cimport KafkaMessage, Exchange

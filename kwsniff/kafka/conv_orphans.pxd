@@ -4,4 +4,3 @@ from kwsniff.kafka.conv_inorder cimport InOrderPairing
 
 cdef class OrphanHandling(InOrderPairing):
     pass
-from kwsniff.kafka.model cimport KafkaMessage, Exchange

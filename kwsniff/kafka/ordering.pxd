@@ -25,4 +25,3 @@ cdef class Reorderer:
     cdef tuple _watermark(self)
     @cython.locals(out=list, ready=list)
     cpdef list drain(self, bint final=*)
-from kwsniff.kafka.model cimport KafkaMessage, Exchange

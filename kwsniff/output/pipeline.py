@@ -49,7 +49,6 @@ class Selection:
         names = self.names
         lean = self.lean
         lane = self.lane
-        ex: Exchange
         for ex in exchanges:
             if limit is not None and self.shown >= limit:
                 return

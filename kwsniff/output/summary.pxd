@@ -3,4 +3,3 @@
 
 cpdef str format_time(ts, mode, start)
 cpdef str format_latency(ms)
-from kwsniff.kafka.model cimport KafkaMessage, Exchange

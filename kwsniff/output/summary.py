@@ -129,9 +129,7 @@ class SummaryFormatter:
         p = self.palette
         if facts is None:
             facts = ExchangeFacts(exchange)
-        req: KafkaMessage | None = exchange.request
-        resp: KafkaMessage | None = exchange.response
-        first: KafkaMessage
+        req, resp = exchange.request, exchange.response
         first = req if req is not None else exchange._first()
         ts = first.ts_last
         if self.start_ts is None:
