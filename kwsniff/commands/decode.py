@@ -74,7 +74,8 @@ def add_jobs_argument(parser: argparse.ArgumentParser) -> None:
                         help="decode on N processes, output identical to one (-c and "
                              "standard input use one); default auto: up to 4 for -V, -x "
                              "and export on uncompressed captures of 4 MB or more, 2 for "
-                             "summary lines on uncompressed captures of 64 MB or more")
+                             "summary lines on uncompressed captures of 64 MB or more; never "
+                             "more than the CPUs idle at the start")
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,9 @@ Contract:
   (below; chatty benchmark capture 6.1 s -> 4.1 s wall, 1.2x the CPU), which loses
   where packets are large (every frame crosses a pipe and few lines are made: bulk
   capture 0.28 s -> 0.4-0.5 s). One process otherwise (compressed: every worker would
-  decompress the whole file).
+  decompress the whole file). ``auto`` counts only CPUs idle when the run starts
+  (:func:`_idle_cpus`, measured over :data:`IDLE_WINDOW`): with one core busy
+  elsewhere on a two-core machine it runs one process, never slower than ``-j 1``.
 * :func:`decode_in_parallel` and :func:`export_in_parallel` write exactly the output
   (standard output / the ``-o`` file) and standard error of the one-process command;
   both use :func:`run_workers`. Every worker runs the whole engine over the whole capture
@@ -67,6 +69,7 @@ import signal
 import stat
 import struct
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -93,6 +96,8 @@ SUMMARY_MAX_JOBS = 2
 #: pipeline; chatty, 330 B: 4.1 s against 6.1 s)
 SUMMARY_MAX_MEAN_PACKET = 448
 SUMMARY_SAMPLE_PACKETS = 20_000
+#: seconds over which ``auto`` measures how many CPUs are idle (see :func:`_idle_cpus`)
+IDLE_WINDOW = 0.1
 #: consecutive exchanges one worker renders (one record, one write in the parent)
 BLOCK = 32
 #: text a worker holds before it sends part of a block
@@ -127,6 +132,37 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def _idle_cpus(window: float = IDLE_WINDOW) -> float:
+    """How many CPUs were idle over the last ``window`` seconds (from ``/proc/stat``;
+    from the load average where that cannot be read; every usable CPU when neither
+    can), at most the usable CPUs."""
+    usable = _usable_cpus()
+
+    def sample() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as fh:
+                fields = fh.readline().split()
+        except OSError:
+            return None
+        if not fields or fields[0] != "cpu" or len(fields) < 5:
+            return None
+        ticks = [int(x) for x in fields[1:]]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)     # idle + iowait
+        return idle, sum(ticks)
+
+    first = sample()
+    if first is not None:
+        time.sleep(window)
+        second = sample()
+        if second is not None and second[1] > first[1]:
+            share = (second[0] - first[0]) / (second[1] - first[1])
+            return min(float(usable), share * (os.cpu_count() or usable))
+    try:
+        return max(0.0, min(float(usable), usable - os.getloadavg()[0]))
+    except (AttributeError, OSError):
+        return float(usable)
+
+
 def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
     """How many processes ``decode``/``export`` use (see the module contract); ``heavy``:
     rendering dominates the run (``-V``, ``-x``, export), else summary lines."""
@@ -144,6 +180,10 @@ def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
         if info.st_size < (AUTO_MIN_BYTES if heavy else SUMMARY_MIN_BYTES):
             return 1
         jobs = min(_usable_cpus(), AUTO_MAX_JOBS if heavy else SUMMARY_MAX_JOBS)
+        if jobs > 1:
+            # only cores that are idle now: on a busy machine the extra processes would
+            # share a core with others and the run would take longer than on one
+            jobs = min(jobs, max(1, int(_idle_cpus() + 0.5)))
         if jobs > 1:
             compressed, mean = _sample(args.capture, 0 if heavy else SUMMARY_SAMPLE_PACKETS)
             if compressed or (not heavy and mean > SUMMARY_MAX_MEAN_PACKET):

@@ -129,6 +129,8 @@ def test_jobs_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         args = build_parser("decode").parse_args(["decode", *argv])
         return parallel.decoding_jobs(args, heavy=args.verbose or args.hex)
 
+    # (auto counts idle CPUs: all of them here, one in test_jobs_auto_on_a_busy_machine)
+    monkeypatch.setattr(parallel, "_idle_cpus", lambda: float(parallel._usable_cpus()))
     small = str(TANSU)
     assert jobs(small) == 1                      # auto: small file
     assert jobs("-j", "3", small) == 3
@@ -159,6 +161,33 @@ def test_jobs_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert jobs(small) == summary_jobs
     monkeypatch.setattr(parallel, "SUMMARY_MIN_BYTES", TANSU.stat().st_size + 1)
     assert jobs(small) == 1
+
+
+def test_jobs_auto_on_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kwsniff.cli import build_parser
+
+    def jobs(*argv: str) -> int:
+        args = build_parser("decode").parse_args(["decode", *argv])
+        return parallel.decoding_jobs(args, heavy=args.verbose or args.hex)
+
+    monkeypatch.setattr(parallel, "AUTO_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "SUMMARY_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "_usable_cpus", lambda: 4)
+    idle = {"cpus": 0.9}
+    monkeypatch.setattr(parallel, "_idle_cpus", lambda: idle["cpus"])
+    assert jobs("-V", str(TANSU)) == 1           # one core free at most: one process
+    assert jobs(str(TANSU)) == 1
+    assert jobs("-j", "3", "-V", str(TANSU)) == 3   # an explicit -j is obeyed
+    idle["cpus"] = 2.6
+    assert jobs("-V", str(TANSU)) == 3
+    assert jobs(str(TANSU)) == 2
+    idle["cpus"] = 4.0
+    assert jobs("-V", str(TANSU)) == parallel.AUTO_MAX_JOBS
+
+
+def test_idle_cpus_is_bounded() -> None:
+    n = parallel._idle_cpus(0.02)
+    assert 0.0 <= n <= parallel._usable_cpus()
 
 
 def test_sampled_mean_packet_length(tmp_path: Path) -> None:
