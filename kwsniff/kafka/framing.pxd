@@ -11,3 +11,13 @@ cdef Frame _whole_frame(object raw, object offset, object frame, object ts,
                         object skipped_before)
 
 cdef list _frames_at(list bodies, object offset, object frame, object ts, object skip)
+
+# The framer of one TCP direction: an extension type, so that its methods read and write
+# its state as C struct fields (object-typed, as in the uncompiled module; C integers for
+# the positions and counters measured no faster, the offsets arriving as Python ints).
+cdef class Framer:
+    cdef public object buf, pos, base, segs, state, check, max_frame, window, scan
+    cdef public object skipped_bytes, gap_bytes, gaps, _pending_skip, problems
+    cdef public object _fill_end, _fill_frame, last_offset, frames_cut, resyncs
+    cdef public object first_offset, probation, held, held_start, seq_offset, _look
+    cdef public object want_end
