@@ -31,6 +31,8 @@ from kwsniff.output.filter import DisplayFilter
 class Selection:
     """Filter and count exchanges; see the module contract."""
 
+    __slots__ = ("filter", "lean", "lane", "count", "names", "seen", "shown", "problems")
+
     def __init__(self, display_filter: DisplayFilter | None = None, count: int | None = None,
                  names: TopicNames | None = None, lean: bool = False) -> None:
         self.filter = display_filter
