@@ -8,13 +8,15 @@ Each subcommand lives in ``kwsniff.commands.<module>`` and provides
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 import traceback
 from contextlib import AbstractContextManager, nullcontext
 
 from kwsniff import __version__, gc_policy, stdout_policy
-from kwsniff.errors import UserError
+from kwsniff.errors import UserError, output_error
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -102,7 +104,10 @@ def _run(args: argparse.Namespace) -> int:
             if plugins.done:
                 return 0
             with _batched_stdout(args.command):
-                return int(args._run(args) or 0)
+                code = int(args._run(args) or 0)
+            if sys.stdout is not None:
+                sys.stdout.flush()      # a write error here, not in the flush at exit
+            return code
     except UserError as err:
         if debug:
             traceback.print_exc()
@@ -116,10 +121,52 @@ def _run(args: argparse.Namespace) -> int:
             sys.stdout = None  # type: ignore[assignment]
         finally:
             return 0
-    except Exception as err:  # noqa: BLE001 - last line of defence, reported in one line
+    except OSError as err:
+        if not _stdout_failed(err):
+            return _internal_error(args, err, debug)
         if debug:
             traceback.print_exc()
-        else:
-            print(f"kwsniff {args.command}: internal error: {type(err).__name__}: {err} "
-                  "(run with --debug for the traceback and please report it)", file=sys.stderr)
-        return 70
+        print(f"kwsniff {args.command}: {output_error(None, err)}", file=sys.stderr)
+        return output_error(None, err).exit_code
+    except Exception as err:  # noqa: BLE001 - last line of defence, reported in one line
+        return _internal_error(args, err, debug)
+
+
+def _internal_error(args: argparse.Namespace, err: Exception, debug: bool) -> int:
+    """Report an unexpected exception in one line (a traceback with --debug): exit 70."""
+    if debug:
+        traceback.print_exc()
+    else:
+        print(f"kwsniff {args.command}: internal error: {type(err).__name__}: {err} "
+              "(run with --debug for the traceback and please report it)", file=sys.stderr)
+    return 70
+
+
+#: errors only a write gives (no file name: not from opening a file)
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _stdout_failed(err: OSError) -> bool:
+    """Whether ``err`` comes from writing standard output: an error only writes give
+    (disk full, quota, file too large) not tied to a named file — output files are
+    reported by the commands themselves — or standard output still failing to flush.
+    Standard output is then pointed at /dev/null so that the flush at exit does not
+    report the error a second time."""
+    out = sys.stdout
+    if out is None:
+        return False
+    failed = err.errno in _WRITE_ERRNOS and err.filename is None
+    try:
+        out.flush()
+    except (OSError, ValueError):
+        failed = True
+    if failed:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, out.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError):
+            pass
+    return failed

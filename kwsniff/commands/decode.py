@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from kwsniff.errors import UserError
+from kwsniff.errors import UserError, output_error
 from kwsniff.kafka.model import Exchange
 from kwsniff.output.color import COLOR_CHOICES, palette_for
 from kwsniff.output.fields import field_help
@@ -193,14 +193,14 @@ def open_output(path: str | None) -> Iterator[IO[str]]:
     try:
         fh = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
     except OSError as err:
-        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+        raise output_error(path, err) from None
     try:
         yield fh
     finally:
         try:
             fh.close()
         except OSError as err:
-            raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+            raise output_error(path, err) from None
 
 
 def report_end(counters: dict[str, int], shown: int | None, problems: list[str],

@@ -19,7 +19,7 @@ from kwsniff.commands.decode import (
     open_output,
     report_end,
 )
-from kwsniff.errors import UserError
+from kwsniff.errors import output_error
 from kwsniff.output.jsonl import ExportEncoder, JsonlWriter
 
 
@@ -56,6 +56,6 @@ def run(args: argparse.Namespace) -> int:
             except OSError as err:
                 if isinstance(err, BrokenPipeError):
                     raise
-                raise UserError(f"cannot write {args.output}: {err.strerror or err}") from None
+                raise output_error(args.output, err) from None
         report_end(counters, encoder.exchanges, run_.capture_problems(), what="exported")
     return 0

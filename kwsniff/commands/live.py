@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from types import FrameType
 from typing import IO, Any
 
-from kwsniff.errors import CaptureError, UserError
+from kwsniff.errors import CaptureError, UserError, output_error
 
 DEFAULT_PORT = 9092
 DEFAULT_LIVE_TIMEOUT = 60.0
@@ -165,7 +165,7 @@ class PacketWriter:
         try:
             self._writer = PcapngWriter(path)
         except OSError as err:
-            raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+            raise output_error(path, err) from None
         self.path = path
         self._writer.add_interface(linktype, snaplen=snaplen, name=interface)
         self._next_flush = time.monotonic() + WRITER_FLUSH_SECONDS
@@ -180,13 +180,13 @@ class PacketWriter:
                 self._next_flush = now + WRITER_FLUSH_SECONDS
                 self._writer.flush()
         except OSError as err:
-            raise UserError(f"cannot write {self.path}: {err.strerror or err}") from None
+            raise output_error(self.path, err) from None
 
     def close(self) -> None:
         try:
             self._writer.close()
         except OSError as err:
-            raise UserError(f"cannot write {self.path}: {err.strerror or err}") from None
+            raise output_error(self.path, err) from None
 
 
 class _StopOnSignals:
@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
                 except OSError as exc:
                     if isinstance(exc, BrokenPipeError):
                         raise
-                    raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+                    raise output_error(args.output, exc) from None
             if args.count is not None and selection.shown >= args.count:
                 source.stop()
                 source.stop_reason = "count"

@@ -72,7 +72,7 @@ from typing import IO, Any
 
 from kwsniff.commands.decode import engine_options, exchange_printer, open_output, \
     report_end, summary_lane, use_lane
-from kwsniff.errors import CaptureError, UserError
+from kwsniff.errors import CaptureError, UserError, output_error
 from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.output.facts import ExchangeFacts, TopicNames, teaches
@@ -766,6 +766,6 @@ def export_in_parallel(args: argparse.Namespace, jobs: int,
         except OSError as err:
             if isinstance(err, BrokenPipeError):
                 raise
-            raise UserError(f"cannot write {args.output}: {err.strerror or err}") from None
+            raise output_error(args.output, err) from None
     report_end(totals.counters, encoder.exchanges, totals.capture_problems, what="exported")
     return 0

@@ -178,7 +178,7 @@ def test_unwritable_output(tmp_path: Path) -> None:
     locked.mkdir(mode=0o755)
     os.chmod(tmp_path, 0o755)
     p = _as_nobody(["export", CAPTURE, "-o", str(locked / "out.jsonl")])
-    assert p.returncode == 2, p.stderr
+    assert p.returncode == 1, p.stderr
     _one_clear_line(p.stderr, "export", "Permission denied")
 
 
