@@ -44,14 +44,29 @@ def _jobs(text: str) -> int | None:
     return None if text == "auto" else _positive_int(text)
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"port out of range: {text!r}")
-    return value
+def _ports(text: str) -> list[int]:
+    """``-p``: one port, a comma list and/or ranges as tcpdump users write them
+    (``9092``, ``9092,9093``, ``9092-9094``); every port 1-65535."""
+    ports: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        try:
+            low = int(first)
+            high = int(last) if dash else low
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a port, port list or port range: {text!r} "
+                "(e.g. 9092, 9092,9093 or 9092-9094)") from None
+        for port in (low, high):
+            if not 0 < port < 65536:
+                raise argparse.ArgumentTypeError(f"port out of range 1-65535: {port}")
+        if high < low:
+            raise argparse.ArgumentTypeError(f"empty port range: {part.strip()!r}")
+        ports.extend(range(low, high + 1))
+    return ports
+
+
+PORT_HELP = "Kafka broker ports: PORT, PORT,PORT or FIRST-LAST (repeatable; default {default})"
 
 
 def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: bool = True
@@ -81,8 +96,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """The "decoding" options of commands that read capture files: -p, --no-detect,
     --timeout (see :func:`engine_options`)."""
     group = parser.add_argument_group("decoding")
-    group.add_argument("-p", "--port", metavar="PORT", type=_port, action="append",
-                       help="a Kafka broker port (repeatable; default 9092); Kafka on other "
+    group.add_argument("-p", "--port", metavar="PORTS", type=_ports, action="extend",
+                       help=PORT_HELP.format(default=9092) + "; Kafka on other "
                             "ports is still found by content unless --no-detect")
     group.add_argument("--no-detect", action="store_true",
                        help="only decode connections on the --port ports")

@@ -41,16 +41,15 @@ def _positive_float(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from kwsniff.capture.live import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN
-    from kwsniff.commands.decode import _port, _positive_int, add_view_arguments
+    from kwsniff.commands.decode import PORT_HELP, _ports, _positive_int, add_view_arguments
 
     cap = parser.add_argument_group("capture")
     cap.add_argument("-i", "--interface", metavar="IFACE",
                      help='interface to capture on: lo, eth0, ... or "any" (all interfaces)')
     cap.add_argument("-D", "--list-interfaces", action="store_true",
                      help="list the interfaces available for capture and exit")
-    cap.add_argument("-p", "--port", metavar="PORT", type=_port, action="append",
-                     help=f"a Kafka broker port (repeatable; default {DEFAULT_PORT}): "
-                          "captured with a kernel filter and decoded as Kafka")
+    cap.add_argument("-p", "--port", metavar="PORTS", type=_ports, action="extend",
+                     help=PORT_HELP.format(default=DEFAULT_PORT) + ": captured with a kernel filter and decoded as Kafka")
     cap.add_argument("-f", "--capture-filter", metavar="BPF",
                      help='custom capture filter replacing the port filter (tcpdump syntax, '
                           'e.g. "host 10.1.2.3 and tcp port 9093"); Kafka is still found '
