@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 from contextlib import AbstractContextManager, nullcontext
+from typing import NoReturn
 
 from kwsniff import __version__, gc_policy, stdout_policy
 from kwsniff.errors import UserError, output_error
@@ -49,11 +50,20 @@ def _batched_stdout(command: str | None) -> AbstractContextManager[None]:
     return stdout_policy.batched() if command in STREAMING else nullcontext()
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose mistakes are one line, like kwsniff's own errors:
+    ``kwsniff decode: argument -c/--count: not a number: 'x' (see kwsniff decode --help)``
+    on standard error, exit status 2 (argparse's usage block is left out)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser; with ``only`` (a subcommand name) only that subcommand's module
     is imported and given its arguments — the others keep their name and help text,
     which is all the top-level help shows (start-up of one command stays cheap)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="kwsniff",
         description="A Wireshark-style decoder for Apache Kafka wire traffic.",
     )
@@ -86,7 +96,11 @@ def requested_command(argv: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(requested_command(words))
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        prog = f"kwsniff {args.command}" if getattr(args, "command", None) else "kwsniff"
+        parser.exit(2, f"{prog}: unrecognized arguments: {' '.join(extra)} "
+                       f"(see {prog} --help)\n")
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
