@@ -201,12 +201,15 @@ def capture_run(args: argparse.Namespace, display_filter: DisplayFilter | None,
 
 @contextmanager
 def open_output(path: str | None) -> Iterator[IO[str]]:
-    """Standard output for None or "-", else the file (created/truncated), UTF-8."""
+    """Standard output for None or "-", else the file (created/truncated), UTF-8,
+    compressed when its name ends in .gz, .bz2, .xz or .zst
+    (:mod:`kwsniff.output.compressed`)."""
     if path is None or path == "-":
         yield sys.stdout
         return
+    from kwsniff.output.compressed import open_text_output
     try:
-        fh = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        fh = open_text_output(path)
     except OSError as err:
         raise output_error(path, err) from None
     try:

@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_capture_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="FILE", required=True,
-                     help='JSON Lines file to write, "-" for standard output')
+                     help='JSON Lines file to write, "-" for standard output; compressed '
+                          'when the name ends in .gz, .bz2, .xz or .zst')
     out.add_argument("--records", action="store_true",
                      help='also write one "record" object per record')
     out.add_argument("--no-summary", action="store_true",
