@@ -164,6 +164,16 @@ class CaptureRun:
     def capture_problems(self) -> list[str]:
         return list(getattr(self.source, "problems", ()))
 
+    def no_kafka(self, capture: str | None) -> str | None:
+        """After the run: the note for a capture without any Kafka connection
+        (:func:`kwsniff.output.no_kafka.no_kafka_note`), else None."""
+        summary = self.engine.summary
+        if summary.kafka_connections:
+            return None
+        from kwsniff.output.no_kafka import no_kafka_note, tcp_server_ports
+        ports = tcp_server_ports(capture) if capture and summary.tcp_connections else {}
+        return no_kafka_note(summary.kafka_connections, summary.tcp_connections, ports)
+
 
 def summary_lane(args: argparse.Namespace, display_filter: DisplayFilter | None) -> bool:
     """Whether ``decode`` shows summary lines through the summary lane
@@ -222,12 +232,16 @@ def open_output(path: str | None) -> Iterator[IO[str]]:
 
 
 def report_end(counters: dict[str, int], shown: int | None, problems: list[str],
-               what: str = "shown", stream: IO[str] | None = None) -> None:
-    """Print the run summary (and the capture's own problems) to standard error."""
+               what: str = "shown", stream: IO[str] | None = None,
+               note: str | None = None) -> None:
+    """Print the run summary (and the capture's own problems) to standard error;
+    ``note`` (such as :meth:`CaptureRun.no_kafka`) is a last line after it."""
     err = stream or sys.stderr
     for problem in problems:
         print(f"capture: {problem}", file=err)
     print(run_summary_line(counters, shown, what), file=err)
+    if note:
+        print(note, file=err)
 
 
 # ----------------------------------------------------------------------------- decode
@@ -326,5 +340,6 @@ def run(args: argparse.Namespace) -> int:
                 formatter.start_ts = run_.engine.summary.first_ts
             emit(ex, facts)
         out.flush()
-        report_end(run_.counters(), run_.selection.shown, run_.capture_problems())
+        report_end(run_.counters(), run_.selection.shown, run_.capture_problems(),
+                   note=run_.no_kafka(args.capture))
     return 0

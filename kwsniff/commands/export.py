@@ -58,5 +58,6 @@ def run(args: argparse.Namespace) -> int:
                 if isinstance(err, BrokenPipeError):
                     raise
                 raise output_error(args.output, err) from None
-        report_end(counters, encoder.exchanges, run_.capture_problems(), what="exported")
+        report_end(counters, encoder.exchanges, run_.capture_problems(), what="exported",
+                   note=run_.no_kafka(args.capture))
     return 0
