@@ -17,7 +17,7 @@ from typing import IO, Any
 from kwsniff.errors import UserError, output_error
 from kwsniff.kafka.model import Exchange
 from kwsniff.output.color import COLOR_CHOICES, palette_for
-from kwsniff.output.fields import field_help
+from kwsniff.output.fields import alias_help, field_help
 from kwsniff.output.filter import DisplayFilter, compile_filter
 from kwsniff.output.hexdump import frame_bytes, hexdump_lines
 from kwsniff.output.pipeline import Selection, run_counters, run_summary_line
@@ -259,10 +259,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _print_fields(out: IO[str]) -> None:
+    """``--list-fields``: the fields, then the Wireshark names accepted as aliases."""
     rows = field_help()
-    width = max(len(n) for n, _, _ in rows)
-    twidth = max(len(t) for _, t, _ in rows)
+    aliases = alias_help()
+    width = max(len(n) for n, _, _ in rows + aliases)
+    twidth = max(len(t) for _, t, _ in rows + aliases)
     for name, typ, desc in rows:
+        out.write(f"{name:<{width}}  {typ:<{twidth}}  {desc}\n")
+    out.write("\nWireshark names accepted as aliases:\n")
+    for name, typ, desc in aliases:
         out.write(f"{name:<{width}}  {typ:<{twidth}}  {desc}\n")
 
 
