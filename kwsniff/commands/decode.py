@@ -39,6 +39,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+#: ``--hex-limit`` default: 256 lines of 16 bytes per frame
+DEFAULT_HEX_LIMIT = 4096
+
+
+def _byte_limit(text: str) -> int | None:
+    """``--hex-limit``: a number of bytes, 0 for no limit (None)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
+    return value or None
+
+
 def _jobs(text: str) -> int | None:
     """``-j``: a positive number of processes, or "auto" (None)."""
     return None if text == "auto" else _positive_int(text)
@@ -113,7 +128,12 @@ def add_view_arguments(group: argparse._ArgumentGroup, *, time_default: str,
     group.add_argument("-V", "--verbose", action="store_true",
                        help="print the full decoded tree of every request and response")
     group.add_argument("-x", "--hex", action="store_true",
-                       help="print a hex dump of every Kafka frame")
+                       help="print a hex dump of every Kafka frame (its first --hex-limit "
+                            "bytes)")
+    group.add_argument("--hex-limit", metavar="BYTES", type=_byte_limit,
+                       default=DEFAULT_HEX_LIMIT,
+                       help=f"with -x: bytes dumped per frame, then a '... N more bytes' "
+                            f"line (default {DEFAULT_HEX_LIMIT}; 0: the whole frame)")
     group.add_argument("--offsets", action="store_true",
                        help="with -V: show each field's byte range [start-end) in its frame")
     group.add_argument("--full-values", action="store_true",
@@ -271,15 +291,20 @@ def _print_fields(out: IO[str]) -> None:
         out.write(f"{name:<{width}}  {typ:<{twidth}}  {desc}\n")
 
 
-def _hex_dump(ex: Exchange, write: Callable[[str], Any], palette: Any) -> None:
-    """The -x hex dump of ``ex``'s frames."""
+HEX_MORE = " (--hex-limit 0 shows all)"
+
+
+def hex_dump(ex: Any, write: Callable[[str], Any], palette: Any,
+             limit: int | None = DEFAULT_HEX_LIMIT) -> None:
+    """The -x hex dump of ``ex``'s frames, at most ``limit`` bytes each (None: all)."""
     for msg in (ex.request, ex.response):
         if msg is None:
             continue
         write(palette.dim(f"{msg.kind} frame, {msg.size} bytes"
                           + (f" ({msg.missing} lost in a gap)" if msg.missing else "")
                           + ":") + "\n")
-        for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
+        for line in hexdump_lines(frame_bytes(msg.raw, msg.size), limit=limit,
+                                  more=HEX_MORE):
             write(line)
             write("\n")
 
@@ -293,6 +318,7 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
     strict UTF-8 bytes into the same output, in order) a plain -V tree may go through
     it as bytes instead (the same text; see :func:`~kwsniff.output.tree.plain_utf8`)."""
     verbose, hexdump = args.verbose, args.hex
+    hex_limit = getattr(args, "hex_limit", DEFAULT_HEX_LIMIT)
     value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
     as_utf8 = write_utf8 is not None and not palette.enabled and not args.offsets
 
@@ -312,7 +338,7 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
         else:
             write(formatter.format(ex, facts) + "\n")
         if hexdump:
-            _hex_dump(ex, write, palette)
+            hex_dump(ex, write, palette, hex_limit)
         if verbose or hexdump:
             write("\n")
 

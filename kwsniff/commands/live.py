@@ -124,11 +124,12 @@ class ExchangePrinter:
         self.formatter = SummaryFormatter(self.palette, args.time_format)
         self.verbose = args.verbose
         self.hex = args.hex
+        self.hex_limit = args.hex_limit
         self.offsets = args.offsets
         self.value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
 
     def emit(self, ex: Any, facts: Any) -> None:
-        from kwsniff.output.hexdump import frame_bytes, hexdump_lines
+        from kwsniff.commands.decode import hex_dump
         from kwsniff.output.tree import build_tree, render_tree
 
         write = self.out.write
@@ -141,15 +142,7 @@ class ExchangePrinter:
             write(self.formatter.format(ex, facts))
             write("\n")
         if self.hex:
-            for msg in (ex.request, ex.response):
-                if msg is None:
-                    continue
-                write(self.palette.dim(
-                    f"{msg.kind} frame, {msg.size} bytes"
-                    + (f" ({msg.missing} lost in a gap)" if msg.missing else "") + ":") + "\n")
-                for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
-                    write(line)
-                    write("\n")
+            hex_dump(ex, write, self.palette, self.hex_limit)
         if self.verbose or self.hex:
             write("\n")
         self.out.flush()
