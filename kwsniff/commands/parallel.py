@@ -737,7 +737,8 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
     pipeline = palette if pipeline_wanted(args, jobs, lane) else None
     totals = run_workers(args, jobs, display_filter, factory, out.write, pipeline)
     out.flush()
-    report_end(totals.counters, totals.shown, totals.capture_problems)
+    report_end(totals.counters, totals.shown, totals.capture_problems,
+               note=_no_kafka(args, totals.counters))
     return 0
 
 
@@ -767,5 +768,14 @@ def export_in_parallel(args: argparse.Namespace, jobs: int,
             if isinstance(err, BrokenPipeError):
                 raise
             raise output_error(args.output, err) from None
-    report_end(totals.counters, encoder.exchanges, totals.capture_problems, what="exported")
+    report_end(totals.counters, encoder.exchanges, totals.capture_problems, what="exported",
+               note=_no_kafka(args, totals.counters))
     return 0
+
+
+def _no_kafka(args: argparse.Namespace, counters: dict[str, int]) -> str | None:
+    """The note of a capture without Kafka (:mod:`kwsniff.output.no_kafka`)."""
+    if counters.get("connections"):
+        return None
+    from kwsniff.output.no_kafka import capture_note
+    return capture_note(args.capture, 0)

@@ -69,3 +69,12 @@ def no_kafka_note(kafka_connections: int, tcp_connections: int,
     else:
         text += "; try -p PORT with the broker's port"
     return text
+
+
+def capture_note(capture: str, kafka_connections: int) -> str | None:
+    """:func:`no_kafka_note` from the capture file alone (its TCP connections counted by
+    :func:`tcp_server_ports`): for runs whose engine is not at hand (``-j N``)."""
+    if kafka_connections:
+        return None
+    ports = tcp_server_ports(capture)
+    return no_kafka_note(0, sum(ports.values()), ports)

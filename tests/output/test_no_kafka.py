@@ -35,10 +35,12 @@ def test_note_wording() -> None:
                     "if Kafka runs there")
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
 @pytest.mark.parametrize("command", ["decode", "export"])
-def test_decode_and_export_say_no_kafka(command: str, capsys: pytest.CaptureFixture[str]
-                                        ) -> None:
-    argv = [command, "--no-detect", ACKS] + (["-o", "-"] if command == "export" else [])
+def test_decode_and_export_say_no_kafka(command: str, jobs: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [command, "-j", jobs, "--no-detect", ACKS] + \
+        (["-o", "-"] if command == "export" else [])
     code, out, err = run_cli(capsys, argv)
     assert code == 0
     assert err.splitlines()[-1] == NOTE
@@ -60,3 +62,13 @@ def test_kafka_found_means_no_note(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no Kafka found" not in err and out
     code, out, err = run_cli(capsys, ["stats", "--json", "-p", "19292", ACKS])
     assert json.loads(out)["no_kafka"] is None
+
+
+def test_real_non_kafka_traffic(capsys: pytest.CaptureFixture[str]) -> None:
+    """HTTP, TLS, Redis and PostgreSQL on loopback (tests/conversation/data)."""
+    capture = str(ROOT / "tests" / "conversation" / "data" / "nonkafka.pcap")
+    code, out, err = run_cli(capsys, ["decode", capture])
+    assert code == 0 and out == ""
+    assert err.splitlines()[-1] == (
+        "no Kafka found in 23 TCP connections (server ports 16379 x11, 15432 x6, 18080 x4, "
+        "18443 x2); try -p 16379 (or another of them) if Kafka runs there")
