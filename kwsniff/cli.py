@@ -11,6 +11,7 @@ import argparse
 import errno
 import importlib
 import os
+import re
 import sys
 import traceback
 from contextlib import AbstractContextManager, nullcontext
@@ -59,6 +60,15 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+_RST_ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc):`~?([^`]+)`")
+
+
+def plain_text(doc: str) -> str:
+    """A module docstring as --help shows it: reStructuredText markup removed
+    (````--json```` -> ``--json``, ``:func:`x``` -> ``x``)."""
+    return _RST_ROLE.sub(r"\1", doc).replace("``", "")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser; with ``only`` (a subcommand name) only that subcommand's module
     is imported and given its arguments — the others keep their name and help text,
@@ -75,7 +85,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text, description=help_text)
             continue
         module = importlib.import_module(f"kwsniff.commands.{module_name}")
-        p = sub.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip())
+        p = sub.add_parser(name, help=help_text,
+                           description=plain_text((module.__doc__ or help_text).strip()))
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show tracebacks on errors")
         module.add_arguments(p)
