@@ -137,7 +137,8 @@ _SPECS = [
     FieldSpec("protocol", "string", False, "kafka, kafka-0.7 or kafka-sasl (raw SASL tokens)",
               lambda f: f.exchange.protocol),
     FieldSpec("ts", "number", False,
-              "request time, epoch seconds (response time for an orphan response)",
+              "exchange time, epoch seconds: the request's first frame (the response's "
+              "for an orphan response)",
               lambda f: f.exchange.ts),
     FieldSpec("latency_ms", "number", False, "request -> response time in milliseconds",
               lambda f: f.exchange.latency_ms),

@@ -131,7 +131,7 @@ class SummaryFormatter:
             facts = ExchangeFacts(exchange)
         req, resp = exchange.request, exchange.response
         first = req if req is not None else exchange._first()
-        ts = first.ts_last
+        ts = first.ts_first         # (Exchange.ts: the first frame, as the index)
         if self.start_ts is None:
             self.start_ts = ts
         mode = self.time_format
