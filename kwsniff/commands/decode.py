@@ -251,6 +251,18 @@ def open_output(path: str | None) -> Iterator[IO[str]]:
             raise output_error(path, err) from None
 
 
+def terminal_width(out: IO[str]) -> int | None:
+    """The width of the terminal ``out`` writes to (summary columns are aligned
+    there), None when it is not a terminal (pipes and files get unpadded lines)."""
+    try:
+        if not out.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    import shutil
+    return shutil.get_terminal_size().columns
+
+
 def report_end(counters: dict[str, int], shown: int | None, problems: list[str],
                what: str = "shown", stream: IO[str] | None = None,
                note: str | None = None) -> None:
@@ -360,7 +372,7 @@ def run(args: argparse.Namespace) -> int:
     jobs = decoding_jobs(args, heavy=args.verbose or args.hex)
     if jobs > 1:
         return decode_in_parallel(args, jobs, display_filter, palette, out)
-    formatter = SummaryFormatter(palette, args.time_format)
+    formatter = SummaryFormatter(palette, args.time_format, align=terminal_width(out))
     emit = exchange_printer(args, palette, formatter, out.write)
 
     with capture_run(args, display_filter, summary_lane(args, display_filter)) as run_:

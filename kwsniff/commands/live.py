@@ -115,13 +115,15 @@ class ExchangePrinter:
     """Summary line, -V tree and -x hex of one exchange, as ``kwsniff decode`` prints."""
 
     def __init__(self, out: IO[str], args: argparse.Namespace) -> None:
+        from kwsniff.commands.decode import terminal_width
         from kwsniff.output.color import palette_for
         from kwsniff.output.summary import SummaryFormatter
         from kwsniff.output.tree import DEFAULT_VALUE_CHARS
 
         self.out = out
         self.palette = palette_for(out, args.color)
-        self.formatter = SummaryFormatter(self.palette, args.time_format)
+        self.formatter = SummaryFormatter(self.palette, args.time_format,
+                                          align=terminal_width(out))
         self.verbose = args.verbose
         self.hex = args.hex
         self.hex_limit = args.hex_limit
