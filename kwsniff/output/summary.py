@@ -27,7 +27,7 @@ from kwsniff.output.color import PLAIN, Palette
 from kwsniff.output.digest import ARROW, describe_api, digest
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.fields import format_address
-from kwsniff.output.names import error_label
+from kwsniff.output.names import SASL_PROTOCOL, error_label
 
 TIME_FORMATS = ("r", "a", "ad", "ud", "e")
 
@@ -170,6 +170,9 @@ class SummaryFormatter:
             when = f"{format_time(ts, mode, self.start_ts):>10}"
         protocol = exchange.protocol
         corr = first.correlation_id
+        # (raw SASL tokens have no correlation id: "SASL (raw token)", not "SASL #-")
+        tag = f"#{corr}" if corr is not None else \
+            "(raw token)" if protocol == SASL_PROTOCOL else "#-"
         latency = format_latency((resp.ts_last - req.ts_last) * 1000.0
                                  if req is not None and resp is not None else None)
         if self.align is None:
@@ -177,14 +180,13 @@ class SummaryFormatter:
             line = (f"{exchange.index:5d} {p.time(when) if p.enabled else when} "
                     f"{self._route(exchange.client, exchange.broker)} "
                     f"{self._client(req.client_id if req is not None else None)} "
-                    f"{self._api(first, protocol, exchange)} "
-                    f"#{'-' if corr is None else corr} " + latency)
+                    f"{self._api(first, protocol, exchange)} {tag} " + latency)
         else:
             line = (f"{exchange.index:5d} {p.time(when) if p.enabled else when} "
                     + self._aligned(self._route(exchange.client, exchange.broker),
                                     self._client(req.client_id if req is not None else None),
                                     self._api(first, protocol, exchange),
-                                    f"#{'-' if corr is None else corr}", latency))
+                                    tag, latency))
         text = facts.digest_text      # the summary lane computed it already
         if text is None:
             text = digest(exchange, facts)

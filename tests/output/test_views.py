@@ -198,7 +198,7 @@ def test_legacy_07_and_raw_sasl_exchanges():
     sasl = Exchange(index=2, stream=0, client=("10.0.0.1", 1), broker=("10.0.0.2", 9092),
                     status="unanswered", request=token, protocol="kafka-sasl")
     assert SummaryFormatter().format(sasl).endswith(
-        " SASL #- - PLAIN initial-response user alice → no response")
+        " SASL (raw token) - PLAIN initial-response user alice → no response")
     text = "\n".join(render_tree(build_tree(sasl)))
     assert 'Mechanism: "PLAIN"' in text and "SASL token from the client" in text
     assert 'password: "<redacted>"' in text and "secret_spans" not in text
