@@ -8,13 +8,17 @@ Each subcommand lives in ``kwsniff.commands.<module>`` and provides
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
+import re
 import sys
 import traceback
 from contextlib import AbstractContextManager, nullcontext
+from typing import NoReturn
 
 from kwsniff import __version__, gc_policy, stdout_policy
-from kwsniff.errors import UserError
+from kwsniff.errors import UserError, output_error
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -47,11 +51,29 @@ def _batched_stdout(command: str | None) -> AbstractContextManager[None]:
     return stdout_policy.batched() if command in STREAMING else nullcontext()
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose mistakes are one line, like kwsniff's own errors:
+    ``kwsniff decode: argument -c/--count: not a number: 'x' (see kwsniff decode --help)``
+    on standard error, exit status 2 (argparse's usage block is left out)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+_RST_ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc):`~?([^`]+)`")
+
+
+def plain_text(doc: str) -> str:
+    """A module docstring as --help shows it: reStructuredText markup removed
+    (````--json```` -> ``--json``, ``:func:`x``` -> ``x``)."""
+    return _RST_ROLE.sub(r"\1", doc).replace("``", "")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser; with ``only`` (a subcommand name) only that subcommand's module
     is imported and given its arguments — the others keep their name and help text,
     which is all the top-level help shows (start-up of one command stays cheap)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="kwsniff",
         description="A Wireshark-style decoder for Apache Kafka wire traffic.",
     )
@@ -63,7 +85,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text, description=help_text)
             continue
         module = importlib.import_module(f"kwsniff.commands.{module_name}")
-        p = sub.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip())
+        p = sub.add_parser(name, help=help_text,
+                           description=plain_text((module.__doc__ or help_text).strip()))
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show tracebacks on errors")
         module.add_arguments(p)
@@ -84,7 +107,11 @@ def requested_command(argv: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(requested_command(words))
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        prog = f"kwsniff {args.command}" if getattr(args, "command", None) else "kwsniff"
+        parser.exit(2, f"{prog}: unrecognized arguments: {' '.join(extra)} "
+                       f"(see {prog} --help)\n")
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
@@ -102,7 +129,10 @@ def _run(args: argparse.Namespace) -> int:
             if plugins.done:
                 return 0
             with _batched_stdout(args.command):
-                return int(args._run(args) or 0)
+                code = int(args._run(args) or 0)
+            if sys.stdout is not None:
+                sys.stdout.flush()      # a write error here, not in the flush at exit
+            return code
     except UserError as err:
         if debug:
             traceback.print_exc()
@@ -116,10 +146,52 @@ def _run(args: argparse.Namespace) -> int:
             sys.stdout = None  # type: ignore[assignment]
         finally:
             return 0
-    except Exception as err:  # noqa: BLE001 - last line of defence, reported in one line
+    except OSError as err:
+        if not _stdout_failed(err):
+            return _internal_error(args, err, debug)
         if debug:
             traceback.print_exc()
-        else:
-            print(f"kwsniff {args.command}: internal error: {type(err).__name__}: {err} "
-                  "(run with --debug for the traceback and please report it)", file=sys.stderr)
-        return 70
+        print(f"kwsniff {args.command}: {output_error(None, err)}", file=sys.stderr)
+        return output_error(None, err).exit_code
+    except Exception as err:  # noqa: BLE001 - last line of defence, reported in one line
+        return _internal_error(args, err, debug)
+
+
+def _internal_error(args: argparse.Namespace, err: Exception, debug: bool) -> int:
+    """Report an unexpected exception in one line (a traceback with --debug): exit 70."""
+    if debug:
+        traceback.print_exc()
+    else:
+        print(f"kwsniff {args.command}: internal error: {type(err).__name__}: {err} "
+              "(run with --debug for the traceback and please report it)", file=sys.stderr)
+    return 70
+
+
+#: errors only a write gives (no file name: not from opening a file)
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _stdout_failed(err: OSError) -> bool:
+    """Whether ``err`` comes from writing standard output: an error only writes give
+    (disk full, quota, file too large) not tied to a named file — output files are
+    reported by the commands themselves — or standard output still failing to flush.
+    Standard output is then pointed at /dev/null so that the flush at exit does not
+    report the error a second time."""
+    out = sys.stdout
+    if out is None:
+        return False
+    failed = err.errno in _WRITE_ERRNOS and err.filename is None
+    try:
+        out.flush()
+    except (OSError, ValueError):
+        failed = True
+    if failed:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, out.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError):
+            pass
+    return failed

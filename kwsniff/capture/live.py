@@ -76,8 +76,14 @@ def build_filter(ports: Sequence[int] = (), custom: str | None = None) -> str:
     for port in ports:
         if not 0 < int(port) < 65536:
             raise CaptureError(f"invalid port {port}: expected 1-65535")
-    unique = sorted({int(p) for p in ports})
-    return " or ".join(f"tcp port {p}" for p in unique)
+    runs: list[list[int]] = []          # consecutive ports become one portrange
+    for port in sorted({int(p) for p in ports}):
+        if runs and port == runs[-1][1] + 1:
+            runs[-1][1] = port
+        else:
+            runs.append([port, port])
+    return " or ".join(f"tcp port {low}" if low == high else f"tcp portrange {low}-{high}"
+                       for low, high in runs)
 
 
 def list_interfaces() -> list[libpcap.Device]:

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from kwsniff.errors import UserError
+from kwsniff.errors import UserError, output_error
 from kwsniff.kafka.model import Exchange
 from kwsniff.output.color import COLOR_CHOICES, palette_for
-from kwsniff.output.fields import field_help
+from kwsniff.output.fields import alias_help, field_help
 from kwsniff.output.filter import DisplayFilter, compile_filter
 from kwsniff.output.hexdump import frame_bytes, hexdump_lines
 from kwsniff.output.pipeline import Selection, run_counters, run_summary_line
@@ -39,19 +39,49 @@ def _positive_int(text: str) -> int:
     return value
 
 
+#: ``--hex-limit`` default: 256 lines of 16 bytes per frame
+DEFAULT_HEX_LIMIT = 4096
+
+
+def _byte_limit(text: str) -> int | None:
+    """``--hex-limit``: a number of bytes, 0 for no limit (None)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
+    return value or None
+
+
 def _jobs(text: str) -> int | None:
     """``-j``: a positive number of processes, or "auto" (None)."""
     return None if text == "auto" else _positive_int(text)
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"port out of range: {text!r}")
-    return value
+def _ports(text: str) -> list[int]:
+    """``-p``: one port, a comma list and/or ranges as tcpdump users write them
+    (``9092``, ``9092,9093``, ``9092-9094``); every port 1-65535."""
+    ports: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        try:
+            low = int(first)
+            high = int(last) if dash else low
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a port, port list or port range: {text!r} "
+                "(e.g. 9092, 9092,9093 or 9092-9094)") from None
+        for port in (low, high):
+            if not 0 < port < 65536:
+                raise argparse.ArgumentTypeError(f"port out of range 1-65535: {port}")
+        if high < low:
+            raise argparse.ArgumentTypeError(f"empty port range: {part.strip()!r}")
+        ports.extend(range(low, high + 1))
+    return ports
+
+
+PORT_HELP = "Kafka broker ports: PORT, PORT,PORT or FIRST-LAST (repeatable; default {default})"
 
 
 def add_capture_arguments(parser: argparse.ArgumentParser, *, capture_required: bool = True
@@ -82,8 +112,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """The "decoding" options of commands that read capture files: -p, --no-detect,
     --timeout (see :func:`engine_options`)."""
     group = parser.add_argument_group("decoding")
-    group.add_argument("-p", "--port", metavar="PORT", type=_port, action="append",
-                       help="a Kafka broker port (repeatable; default 9092); Kafka on other "
+    group.add_argument("-p", "--port", metavar="PORTS", type=_ports, action="extend",
+                       help=PORT_HELP.format(default=9092) + "; Kafka on other "
                             "ports is still found by content unless --no-detect")
     group.add_argument("--no-detect", action="store_true",
                        help="only decode connections on the --port ports")
@@ -119,7 +149,12 @@ def add_view_arguments(group: argparse._ArgumentGroup, *, time_default: str,
     group.add_argument("-V", "--verbose", action="store_true",
                        help="print the full decoded tree of every request and response")
     group.add_argument("-x", "--hex", action="store_true",
-                       help="print a hex dump of every Kafka frame")
+                       help="print a hex dump of every Kafka frame (its first --hex-limit "
+                            "bytes)")
+    group.add_argument("--hex-limit", metavar="BYTES", type=_byte_limit,
+                       default=DEFAULT_HEX_LIMIT,
+                       help=f"with -x: bytes dumped per frame, then a '... N more bytes' "
+                            f"line (default {DEFAULT_HEX_LIMIT}; 0: the whole frame)")
     group.add_argument("--offsets", action="store_true",
                        help="with -V: show each field's byte range [start-end) in its frame")
     group.add_argument("--full-values", action="store_true",
@@ -171,6 +206,16 @@ class CaptureRun:
     def capture_problems(self) -> list[str]:
         return list(getattr(self.source, "problems", ()))
 
+    def no_kafka(self, capture: str | None) -> str | None:
+        """After the run: the note for a capture without any Kafka connection
+        (:func:`kwsniff.output.no_kafka.no_kafka_note`), else None."""
+        summary = self.engine.summary
+        if summary.kafka_connections:
+            return None
+        from kwsniff.output.no_kafka import no_kafka_note, tcp_server_ports
+        ports = tcp_server_ports(capture) if capture and summary.tcp_connections else {}
+        return no_kafka_note(summary.kafka_connections, summary.tcp_connections, ports)
+
 
 def summary_lane(args: argparse.Namespace, display_filter: DisplayFilter | None) -> bool:
     """Whether ``decode`` shows summary lines through the summary lane
@@ -208,34 +253,52 @@ def capture_run(args: argparse.Namespace, display_filter: DisplayFilter | None,
 
 @contextmanager
 def open_output(path: str | None) -> Iterator[IO[str]]:
-    """Standard output for None or "-", else the file (created/truncated), UTF-8."""
+    """Standard output for None or "-", else the file (created/truncated), UTF-8,
+    compressed when its name ends in .gz, .bz2, .xz or .zst
+    (:mod:`kwsniff.output.compressed`)."""
     if path is None or path == "-":
         yield sys.stdout
         return
+    from kwsniff.output.compressed import open_text_output
     try:
-        fh = open(path, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+        fh = open_text_output(path)
     except OSError as err:
-        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+        raise output_error(path, err) from None
     try:
         yield fh
     finally:
         try:
             fh.close()
         except OSError as err:
-            raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+            raise output_error(path, err) from None
+
+
+def terminal_width(out: IO[str]) -> int | None:
+    """The width of the terminal ``out`` writes to (summary columns are aligned
+    there), None when it is not a terminal (pipes and files get unpadded lines)."""
+    try:
+        if not out.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    import shutil
+    return shutil.get_terminal_size().columns
 
 
 def report_end(counters: dict[str, int], shown: int | None, problems: list[str],
                what: str = "shown", stream: IO[str] | None = None,
-               notes: list[str] | tuple[str, ...] = ()) -> None:
+               notes: list[str] | tuple[str, ...] = (), note: str | None = None) -> None:
     """Print the run summary (and the capture's own problems, and ``notes``: TLS
-    connections not decrypted) to standard error."""
+    connections not decrypted) to standard error; ``note`` (such as
+    :meth:`CaptureRun.no_kafka`) is a last line after it."""
     err = stream or sys.stderr
     for problem in problems:
         print(f"capture: {problem}", file=err)
-    for note in notes:
-        print(note, file=err)
+    for line in notes:
+        print(line, file=err)
     print(run_summary_line(counters, shown, what), file=err)
+    if note:
+        print(note, file=err)
 
 
 # ----------------------------------------------------------------------------- decode
@@ -253,22 +316,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _print_fields(out: IO[str]) -> None:
+    """``--list-fields``: the fields, then the Wireshark names accepted as aliases."""
     rows = field_help()
-    width = max(len(n) for n, _, _ in rows)
-    twidth = max(len(t) for _, t, _ in rows)
+    aliases = alias_help()
+    width = max(len(n) for n, _, _ in rows + aliases)
+    twidth = max(len(t) for _, t, _ in rows + aliases)
     for name, typ, desc in rows:
+        out.write(f"{name:<{width}}  {typ:<{twidth}}  {desc}\n")
+    out.write("\nWireshark names accepted as aliases:\n")
+    for name, typ, desc in aliases:
         out.write(f"{name:<{width}}  {typ:<{twidth}}  {desc}\n")
 
 
-def _hex_dump(ex: Exchange, write: Callable[[str], Any], palette: Any) -> None:
-    """The -x hex dump of ``ex``'s frames."""
+HEX_MORE = " (--hex-limit 0 shows all)"
+
+
+def hex_dump(ex: Any, write: Callable[[str], Any], palette: Any,
+             limit: int | None = DEFAULT_HEX_LIMIT) -> None:
+    """The -x hex dump of ``ex``'s frames, at most ``limit`` bytes each (None: all)."""
     for msg in (ex.request, ex.response):
         if msg is None:
             continue
         write(palette.dim(f"{msg.kind} frame, {msg.size} bytes"
                           + (f" ({msg.missing} lost in a gap)" if msg.missing else "")
                           + ":") + "\n")
-        for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
+        for line in hexdump_lines(frame_bytes(msg.raw, msg.size), limit=limit,
+                                  more=HEX_MORE):
             write(line)
             write("\n")
 
@@ -282,6 +355,7 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
     strict UTF-8 bytes into the same output, in order) a plain -V tree may go through
     it as bytes instead (the same text; see :func:`~kwsniff.output.tree.plain_utf8`)."""
     verbose, hexdump = args.verbose, args.hex
+    hex_limit = getattr(args, "hex_limit", DEFAULT_HEX_LIMIT)
     value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
     as_utf8 = write_utf8 is not None and not palette.enabled and not args.offsets
 
@@ -301,7 +375,7 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
         else:
             write(formatter.format(ex, facts) + "\n")
         if hexdump:
-            _hex_dump(ex, write, palette)
+            hex_dump(ex, write, palette, hex_limit)
         if verbose or hexdump:
             write("\n")
 
@@ -323,7 +397,7 @@ def run(args: argparse.Namespace) -> int:
     jobs = decoding_jobs(args, heavy=args.verbose or args.hex)
     if jobs > 1:
         return decode_in_parallel(args, jobs, display_filter, palette, out)
-    formatter = SummaryFormatter(palette, args.time_format)
+    formatter = SummaryFormatter(palette, args.time_format, align=terminal_width(out))
     emit = exchange_printer(args, palette, formatter, out.write)
 
     with capture_run(args, display_filter, summary_lane(args, display_filter)) as run_:
@@ -335,5 +409,5 @@ def run(args: argparse.Namespace) -> int:
             emit(ex, facts)
         out.flush()
         report_end(run_.counters(), run_.selection.shown, run_.capture_problems(),
-                   notes=run_.engine.summary.tls_notes)
+                   notes=run_.engine.summary.tls_notes, note=run_.no_kafka(args.capture))
     return 0

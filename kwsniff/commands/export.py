@@ -19,7 +19,7 @@ from kwsniff.commands.decode import (
     open_output,
     report_end,
 )
-from kwsniff.errors import UserError
+from kwsniff.errors import output_error
 from kwsniff.output.jsonl import ExportEncoder, JsonlWriter
 
 
@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_capture_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="FILE", required=True,
-                     help='JSON Lines file to write, "-" for standard output')
+                     help='JSON Lines file to write, "-" for standard output; compressed '
+                          'when the name ends in .gz, .bz2, .xz or .zst')
     out.add_argument("--records", action="store_true",
                      help='also write one "record" object per record')
     out.add_argument("--no-summary", action="store_true",
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             except OSError as err:
                 if isinstance(err, BrokenPipeError):
                     raise
-                raise UserError(f"cannot write {args.output}: {err.strerror or err}") from None
+                raise output_error(args.output, err) from None
         report_end(counters, encoder.exchanges, run_.capture_problems(), what="exported",
-                   notes=run_.engine.summary.tls_notes)
+                   notes=run_.engine.summary.tls_notes, note=run_.no_kafka(args.capture))
     return 0

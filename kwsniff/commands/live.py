@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from types import FrameType
 from typing import IO, Any
 
-from kwsniff.errors import CaptureError, UserError
+from kwsniff.errors import CaptureError, UserError, output_error
 
 DEFAULT_PORT = 9092
 DEFAULT_LIVE_TIMEOUT = 60.0
@@ -41,16 +41,15 @@ def _positive_float(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from kwsniff.capture.live import DEFAULT_BUFFER_MIB, DEFAULT_SNAPLEN
-    from kwsniff.commands.decode import _port, _positive_int, add_view_arguments
+    from kwsniff.commands.decode import PORT_HELP, _ports, _positive_int, add_view_arguments
 
     cap = parser.add_argument_group("capture")
     cap.add_argument("-i", "--interface", metavar="IFACE",
                      help='interface to capture on: lo, eth0, ... or "any" (all interfaces)')
     cap.add_argument("-D", "--list-interfaces", action="store_true",
                      help="list the interfaces available for capture and exit")
-    cap.add_argument("-p", "--port", metavar="PORT", type=_port, action="append",
-                     help=f"a Kafka broker port (repeatable; default {DEFAULT_PORT}): "
-                          "captured with a kernel filter and decoded as Kafka")
+    cap.add_argument("-p", "--port", metavar="PORTS", type=_ports, action="extend",
+                     help=PORT_HELP.format(default=DEFAULT_PORT) + ": captured with a kernel filter and decoded as Kafka")
     cap.add_argument("-f", "--capture-filter", metavar="BPF",
                      help='custom capture filter replacing the port filter (tcpdump syntax, '
                           'e.g. "host 10.1.2.3 and tcp port 9093"); Kafka is still found '
@@ -118,20 +117,23 @@ class ExchangePrinter:
     """Summary line, -V tree and -x hex of one exchange, as ``kwsniff decode`` prints."""
 
     def __init__(self, out: IO[str], args: argparse.Namespace) -> None:
+        from kwsniff.commands.decode import terminal_width
         from kwsniff.output.color import palette_for
         from kwsniff.output.summary import SummaryFormatter
         from kwsniff.output.tree import DEFAULT_VALUE_CHARS
 
         self.out = out
         self.palette = palette_for(out, args.color)
-        self.formatter = SummaryFormatter(self.palette, args.time_format)
+        self.formatter = SummaryFormatter(self.palette, args.time_format,
+                                          align=terminal_width(out))
         self.verbose = args.verbose
         self.hex = args.hex
+        self.hex_limit = args.hex_limit
         self.offsets = args.offsets
         self.value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
 
     def emit(self, ex: Any, facts: Any) -> None:
-        from kwsniff.output.hexdump import frame_bytes, hexdump_lines
+        from kwsniff.commands.decode import hex_dump
         from kwsniff.output.tree import build_tree, render_tree
 
         write = self.out.write
@@ -144,15 +146,7 @@ class ExchangePrinter:
             write(self.formatter.format(ex, facts))
             write("\n")
         if self.hex:
-            for msg in (ex.request, ex.response):
-                if msg is None:
-                    continue
-                write(self.palette.dim(
-                    f"{msg.kind} frame, {msg.size} bytes"
-                    + (f" ({msg.missing} lost in a gap)" if msg.missing else "") + ":") + "\n")
-                for line in hexdump_lines(frame_bytes(msg.raw, msg.size)):
-                    write(line)
-                    write("\n")
+            hex_dump(ex, write, self.palette, self.hex_limit)
         if self.verbose or self.hex:
             write("\n")
         self.out.flush()
@@ -167,7 +161,7 @@ class PacketWriter:
         try:
             self._writer = PcapngWriter(path)
         except OSError as err:
-            raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+            raise output_error(path, err) from None
         self.path = path
         self._writer.add_interface(linktype, snaplen=snaplen, name=interface)
         self._next_flush = time.monotonic() + WRITER_FLUSH_SECONDS
@@ -182,13 +176,13 @@ class PacketWriter:
                 self._next_flush = now + WRITER_FLUSH_SECONDS
                 self._writer.flush()
         except OSError as err:
-            raise UserError(f"cannot write {self.path}: {err.strerror or err}") from None
+            raise output_error(self.path, err) from None
 
     def close(self) -> None:
         try:
             self._writer.close()
         except OSError as err:
-            raise UserError(f"cannot write {self.path}: {err.strerror or err}") from None
+            raise output_error(self.path, err) from None
 
 
 class _StopOnSignals:
@@ -342,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
                 except OSError as exc:
                     if isinstance(exc, BrokenPipeError):
                         raise
-                    raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+                    raise output_error(args.output, exc) from None
             if args.count is not None and selection.shown >= args.count:
                 source.stop()
                 source.stop_reason = "count"

@@ -75,7 +75,7 @@ from typing import IO, Any
 
 from kwsniff.commands.decode import engine_options, exchange_printer, open_output, \
     report_end, summary_lane, use_lane
-from kwsniff.errors import CaptureError, UserError
+from kwsniff.errors import CaptureError, UserError, output_error
 from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.output.facts import ExchangeFacts, TopicNames, teaches
@@ -780,7 +780,8 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
     pipeline = palette if pipeline_wanted(args, jobs, lane) else None
     totals = run_workers(args, jobs, display_filter, factory, out.write, pipeline)
     out.flush()
-    report_end(totals.counters, totals.shown, totals.capture_problems, notes=totals.tls_notes)
+    report_end(totals.counters, totals.shown, totals.capture_problems, notes=totals.tls_notes,
+               note=_no_kafka(args, totals.counters))
     return 0
 
 
@@ -809,7 +810,15 @@ def export_in_parallel(args: argparse.Namespace, jobs: int,
         except OSError as err:
             if isinstance(err, BrokenPipeError):
                 raise
-            raise UserError(f"cannot write {args.output}: {err.strerror or err}") from None
+            raise output_error(args.output, err) from None
     report_end(totals.counters, encoder.exchanges, totals.capture_problems, what="exported",
-               notes=totals.tls_notes)
+               notes=totals.tls_notes, note=_no_kafka(args, totals.counters))
     return 0
+
+
+def _no_kafka(args: argparse.Namespace, counters: dict[str, int]) -> str | None:
+    """The note of a capture without Kafka (:mod:`kwsniff.output.no_kafka`)."""
+    if counters.get("connections"):
+        return None
+    from kwsniff.output.no_kafka import capture_note
+    return capture_note(args.capture, 0)

@@ -20,7 +20,8 @@ Contract:
     protocol, paired, no problem anywhere, request and response bodies both deferred
     (:data:`~kwsniff.kafka.decoding.DEFERRABLE_APIS` in versions without topic ids, so
     no topic name is learned or needed), nothing lost in a gap, no inferred response:
-    as its index, stream, endpoints, the two frames and their last timestamps;
+    as its index, stream, endpoints, the two frames, the request's first and last
+    timestamps and the response's last;
   - any other exchange as its line, rendered (and counted) by the engine worker;
   - the end of each block, the run's first timestamp before the first line, and at the
     end the engine's counters.
@@ -65,8 +66,9 @@ MAX_STREAMS = 1 << 16
 # timestamp, _C a stream's endpoints, _Z forget the endpoints, _F the engine's counters
 _X, _T, _E, _S, _C, _Z, _F = b"X", b"T", b"E", b"S", b"C", b"Z", b"F"
 _HEADER = struct.Struct("<cI")
-_EXCHANGE = struct.Struct("<QQddI")     # index, stream, request ts, response ts, request size
-_X_RECORD = struct.Struct("<cIQQddI")   # _HEADER and _EXCHANGE in one
+#: index, stream, request first and last ts, response ts, request size
+_EXCHANGE = struct.Struct("<QQdddI")
+_X_RECORD = struct.Struct("<cIQQdddI")  # _HEADER and _EXCHANGE in one
 _TS = struct.Struct("<d")
 READ_CHUNK = 1 << 20
 #: the render worker's failure when the engine worker stops shipping (the parent then
@@ -135,7 +137,8 @@ class _Link:
         a, b = req.raw, resp.raw        # type: ignore[union-attr]
         buf = self.buf
         buf += _X_RECORD.pack(_X, _EXCHANGE.size + len(a) + len(b), ex.index, stream,
-                              req.ts_last, resp.ts_last, len(a))   # type: ignore[union-attr]
+                              req.ts_first, req.ts_last,           # type: ignore[union-attr]
+                              resp.ts_last, len(a))                # type: ignore[union-attr]
         buf += a
         buf += b
         if len(buf) >= self.batch:
@@ -173,8 +176,8 @@ def take_record(buf: bytearray, start: int, end: int,
                 ends: dict[int, tuple[tuple[str, int], tuple[str, int]]]) -> Exchange:
     """The exchange of the ``_X`` record ``buf[start:end]`` (its frames decoded again,
     deferred; ``ends``: the streams' endpoints); RuntimeError if a frame does not decode
-    as the engine worker's did. (``pipe_take`` makes the same exchange in C.)"""
-    index, stream, req_ts, resp_ts, n = _EXCHANGE.unpack_from(buf, start)
+    as the engine worker's did."""
+    index, stream, req_first, req_ts, resp_ts, n = _EXCHANGE.unpack_from(buf, start)
     at = start + _EXCHANGE.size
     req = decode_request(bytes(buf[at:at + n]), True, True)
     resp = decode_response(bytes(buf[at + n:end]), req.api_key,    # type: ignore[arg-type]
@@ -182,6 +185,7 @@ def take_record(buf: bytearray, start: int, end: int,
     if req.deferred is None or resp.deferred is None or req.problems or resp.problems:
         raise RuntimeError(f"exchange {index} did not decode again as the engine worker "
                            "decoded it")
+    req.ts_first = req_first
     req.ts_last = req_ts
     resp.ts_last = resp_ts
     client, broker = ends[stream]

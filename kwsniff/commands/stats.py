@@ -58,16 +58,23 @@ def run(args: argparse.Namespace) -> int:
         report["capture"] = args.capture
         report["display_filter"] = args.display_filter
         problems = run_.capture_problems()
+        note = run_.no_kafka(args.capture)
         if args.json:
             report["capture_problems"] = problems
             report["tls_not_decrypted"] = list(run_.engine.summary.tls_notes)
+            report["no_kafka"] = note
             json.dump(report, out, indent=2, sort_keys=False)
             out.write("\n")
             print(run_summary_line(counters, run_.selection.shown, "counted"), file=sys.stderr)
+            if note:
+                print(note, file=sys.stderr)
         else:
             palette = palette_for(out, args.color)
-            for line in render_report(report, title=args.capture, palette=palette):
-                out.write(line + "\n")
+            if note:        # no Kafka at all: the note, not empty tables
+                out.write(f"Kafka statistics: {args.capture}\n{note}\n")
+            else:
+                for line in render_report(report, title=args.capture, palette=palette):
+                    out.write(line + "\n")
             out.write("\n")
             for problem in problems:
                 out.write(f"capture: {problem}\n")

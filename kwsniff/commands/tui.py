@@ -19,7 +19,7 @@ from kwsniff.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from kwsniff.commands.decode import _port, _positive_int
+    from kwsniff.commands.decode import PORT_HELP, _ports, _positive_int
     from kwsniff.tui.store import DEFAULT_MAX_ROWS
 
     parser.add_argument("capture", metavar="CAPTURE", nargs="?",
@@ -34,9 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     live.add_argument("-B", "--buffer-size", metavar="MiB", type=_positive_int, default=None,
                       help="kernel capture buffer in MiB (default 64)")
     dec = parser.add_argument_group("decoding")
-    dec.add_argument("-p", "--port", metavar="PORT", type=_port, action="append",
-                     help=f"a Kafka broker port (repeatable; default {DEFAULT_LIVE_PORT}); "
-                          "Kafka on other ports is still found by content unless --no-detect")
+    dec.add_argument("-p", "--port", metavar="PORTS", type=_ports, action="extend",
+                     help=PORT_HELP.format(default=DEFAULT_LIVE_PORT) + "; Kafka on other ports is still found by content unless --no-detect")
     dec.add_argument("--no-detect", action="store_true",
                      help="only decode connections on the --port ports")
     dec.add_argument("--timeout", metavar="SECONDS", type=float, default=None,

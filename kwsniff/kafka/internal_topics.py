@@ -24,6 +24,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from kwsniff.kafka.records import uvarint
+from kwsniff.text import counted
 
 if TYPE_CHECKING:
     from kwsniff.kafka.records import Record
@@ -75,7 +76,7 @@ def decode_schema(name: str, version: int, buf: bytes, offset: int = 0,
         problems.append(f"{name} v{version}: {type(exc).__name__}: {exc}")
     out["data"] = data
     if exact and not problems and end != len(buf) and use == version:
-        problems.append(f"{len(buf) - end} bytes after {name} v{version}")
+        problems.append(f"{counted(len(buf) - end, 'byte')} after {name} v{version}")
     if problems:
         out["problems"] = problems
     return out

@@ -135,8 +135,16 @@ class Exchange:
 
     @property
     def ts(self) -> float:
-        """Request time (last byte of the request); response time for an orphan."""
-        return self._first().ts_last
+        """The exchange's time: the capture time of the request's first frame (the
+        response's for an orphan) — the frame whose order gives :attr:`index`, so
+        numbers and times go up together, as in Wireshark."""
+        return self._first().ts_first
+
+    @property
+    def request_end_ts(self) -> float | None:
+        """Request completed (the capture time of its last byte; latency counts from
+        here); None without a request."""
+        return self.request.ts_last if self.request else None
 
     @property
     def response_ts(self) -> float | None:

@@ -36,6 +36,7 @@ from typing import Any, Iterator
 from kwsniff.kafka import compression as _comp
 
 from kwsniff import _compiled
+from kwsniff.text import counted
 
 #: the C kernel (crc32c, v2_set_stats, v2_records), or None: the Python code below only
 _kernel = _compiled.kernel("kwsniff.kafka._records")
@@ -678,7 +679,7 @@ def _scan(rs: Records) -> None:
         size = length + _LOG_OVERHEAD
         if length < 0:
             rs._problems.append(f"byte {pos}: negative batch length {length}; "
-                                f"{avail} bytes left undecoded")
+                                f"{counted(avail, 'byte')} left undecoded")
             return
         if magic == 2:
             b = Batch(rs, KIND_V2, pos, length, size, min(size, avail), 2)
@@ -747,7 +748,7 @@ def _scan_07(rs: Records) -> None:
         size = length + 4
         if length < 1:
             rs._problems.append(f"byte {pos}: invalid message length {length}; "
-                                f"{avail} bytes left undecoded")
+                                f"{counted(avail, 'byte')} left undecoded")
             return
         b = Batch(rs, KIND_07, pos, length, size, min(size, avail), magic)
         b.base_offset = rs.base_position + pos
@@ -838,7 +839,8 @@ def _decode_v2(b: Batch) -> list[Record]:
         elif len(records) < b.declared_count and not problems:
             b._problems.append(f"batch declares {b.declared_count} records, its bytes hold {len(records)}")
         elif pos < end and not problems:
-            b._problems.append(f"{end - pos} bytes after the declared {b.declared_count} records")
+            b._problems.append(f"{counted(end - pos, 'byte')} after the declared "
+                               f"{counted(b.declared_count, 'record')}")
         # compaction may remove the last records but keeps last_offset_delta: only a
         # record beyond it is wrong
         if records and not problems and b.last_offset_delta is not None:
@@ -1064,7 +1066,7 @@ def _parse_message(buf: bytes, pos: int, end: int) -> tuple[Record, int, int, in
     rec.crc = crc
     rec.crc_ok = zlib.crc32(memoryview(buf)[pos + 16:msg_end]) == crc
     if q != msg_end:
-        rec._problem(f"{msg_end - q} bytes after the value")
+        rec._problem(f"{counted(msg_end - q, 'byte')} after the value")
     return rec, magic, attributes, msg_end
 
 

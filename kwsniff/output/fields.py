@@ -83,6 +83,16 @@ def _bytes(f: ExchangeFacts) -> int:
     return f.total_bytes
 
 
+def _ports(f: ExchangeFacts) -> list[int]:
+    ex = f.exchange
+    return [end[1] for end in (ex.client, ex.broker) if end is not None]
+
+
+def _addresses(f: ExchangeFacts) -> list[str]:
+    ex = f.exchange
+    return [format_address(end) for end in (ex.client, ex.broker) if end is not None]
+
+
 def _statuses() -> list[str]:
     return list(STATUSES)
 
@@ -112,6 +122,11 @@ _SPECS = [
               lambda f: f.exchange.client[1] if f.exchange.client else None),
     FieldSpec("broker_port", "int", False, "broker TCP port",
               lambda f: f.exchange.broker[1] if f.exchange.broker else None),
+    FieldSpec("port", "int", True, "either TCP port, the client's or the broker's",
+              _ports),
+    FieldSpec("address", "address", True,
+              "either address \"ip:port\", the client's or the broker's (compare with "
+              "\"ip\" alone to ignore the port)", _addresses),
     FieldSpec("stream", "int", False, "TCP connection index (like tshark's tcp.stream)",
               lambda f: f.exchange.stream),
     FieldSpec("exchange", "int", False, "exchange number (1-based, capture order)",
@@ -122,7 +137,8 @@ _SPECS = [
     FieldSpec("protocol", "string", False, "kafka, kafka-0.7 or kafka-sasl (raw SASL tokens)",
               lambda f: f.exchange.protocol),
     FieldSpec("ts", "number", False,
-              "request time, epoch seconds (response time for an orphan response)",
+              "exchange time, epoch seconds: the request's first frame (the response's "
+              "for an orphan response)",
               lambda f: f.exchange.ts),
     FieldSpec("latency_ms", "number", False, "request -> response time in milliseconds",
               lambda f: f.exchange.latency_ms),
@@ -181,6 +197,61 @@ _SPECS = [
 
 #: All filter fields by name, in documentation order.
 FIELDS: dict[str, FieldSpec] = {spec.name: spec for spec in _SPECS}
+
+
+#: Wireshark/tshark field names accepted in display filters for the kwsniff field they
+#: mean (an exchange is a request and its response, so the names of one packet's
+#: direction have no alias: see :data:`WIRESHARK_HINTS`).
+WIRESHARK_ALIASES: dict[str, str] = {
+    "kafka.api_key": "api_key",
+    "kafka.request_key": "api_key",
+    "kafka.api_version": "version",
+    "kafka.request_version": "version",
+    "kafka.correlation_id": "correlation_id",
+    "kafka.client_id": "client_id",
+    "kafka.topic_name": "topic",
+    "kafka.partition_id": "partition",
+    "kafka.error": "error",
+    "kafka.group_id": "group",
+    "kafka.member_id": "member",
+    "kafka.transactional_id": "transactional_id",
+    "kafka.producer_id": "producer_id",
+    "kafka.required_acks": "acks",
+    "tcp.port": "port",
+    "tcp.stream": "stream",
+    "ip.addr": "address",
+    "ipv6.addr": "address",
+    "frame.number": "frame",
+    "frame.time_epoch": "ts",
+}
+
+#: Wireshark names of one direction of a packet, answered with the kwsniff fields to use
+WIRESHARK_HINTS: dict[str, str] = {
+    "tcp.srcport": "client_port or broker_port",
+    "tcp.dstport": "client_port or broker_port",
+    "ip.src": "client or broker",
+    "ip.dst": "client or broker",
+    "ipv6.src": "client or broker",
+    "ipv6.dst": "client or broker",
+}
+
+
+def canonical_field(name: str) -> str | None:
+    """The field ``name`` (case-insensitive) means — itself or the field a Wireshark
+    alias names — or None when it is neither."""
+    low = name.lower()
+    if low in FIELDS:
+        return low
+    return WIRESHARK_ALIASES.get(low)
+
+
+def alias_help() -> list[tuple[str, str, str]]:
+    """``(wireshark name, type, "same as FIELD")`` of every alias, in table order."""
+    rows = []
+    for alias, name in WIRESHARK_ALIASES.items():
+        spec = FIELDS[name]
+        rows.append((alias, spec.type + ("[]" if spec.multi else ""), f"same as {name}"))
+    return rows
 
 
 def field_help() -> list[tuple[str, str, str]]:

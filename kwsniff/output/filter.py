@@ -36,7 +36,13 @@ from typing import Any
 
 from kwsniff.errors import UserError
 from kwsniff.output.facts import ExchangeFacts
-from kwsniff.output.fields import FIELDS, FieldSpec
+from kwsniff.output.fields import (
+    FIELDS,
+    WIRESHARK_ALIASES,
+    WIRESHARK_HINTS,
+    FieldSpec,
+    canonical_field,
+)
 from kwsniff.output.names import error_code_of, error_label
 
 Predicate = Callable[[ExchangeFacts], bool]
@@ -291,12 +297,10 @@ class _Parser:
             if tok.kind == "EOF":
                 raise self.error("expected a field name, found end of expression")
             raise self.error(f"expected a field name, found {self.describe(tok)}")
-        spec = FIELDS.get(tok.text.lower())
+        name = canonical_field(tok.text)
+        spec = FIELDS.get(name) if name is not None else None
         if spec is None:
-            close = difflib.get_close_matches(tok.text.lower(), list(FIELDS), n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else \
-                "; see 'kwsniff decode --list-fields'"
-            raise self.error(f"unknown field '{tok.text}'{hint}")
+            raise self.error(f"unknown field '{tok.text}'{_unknown_field_hint(tok.text)}")
         self.advance()
         op_tok = self.tok
         negate_in = False
@@ -482,6 +486,25 @@ def _value_test(spec: FieldSpec, op: str, value: _Value, parser: _Parser
     return spec, lambda v: cmp(v, text)
 
 
+def _unknown_field_hint(text: str) -> str:
+    """"; did you mean ..." for a field name that is not one: the kwsniff fields for a
+    Wireshark name of one direction, the closest alias for a dotted Wireshark-style
+    name, else the closest kwsniff field."""
+    low = text.lower()
+    if low in WIRESHARK_HINTS:
+        return f"; an exchange goes both ways: use {WIRESHARK_HINTS[low]}"
+    if "." in low:      # a Wireshark name or a plugin field
+        dotted = [*WIRESHARK_ALIASES, *(n for n in FIELDS if "." in n)]
+        close = difflib.get_close_matches(low, dotted, n=1, cutoff=0.75)
+        if close and close[0] in WIRESHARK_ALIASES:
+            return f"; did you mean '{close[0]}' ({WIRESHARK_ALIASES[close[0]]})?"
+        if close:
+            return f"; did you mean '{close[0]}'?"
+        return "; see 'kwsniff decode --list-fields'"
+    close = difflib.get_close_matches(low, list(FIELDS), n=1)
+    return f"; did you mean '{close[0]}'?" if close else "; see 'kwsniff decode --list-fields'"
+
+
 def _suggest_hint(text: str, spec: FieldSpec) -> str:
     if spec.choices is None:
         return ""
@@ -610,15 +633,15 @@ def suggest(text: str) -> list[str]:
     prev = tokens[-1] if tokens else None
     if prev is None or prev.kind in ("AND", "OR", "NOT", "LPAREN"):
         return [n for n in FIELDS if n.startswith(partial.lower())]
-    if prev.kind == "WORD" and prev.text.lower() in FIELDS:
+    if prev.kind == "WORD" and canonical_field(prev.text) is not None:
         return [o for o in _OPERATOR_WORDS if o.startswith(partial.lower())]
     if prev.kind in ("OP", "LBRACE", "COMMA") or (prev.kind == "WORD" and prev.text.lower() in
                                                   _WORD_OPS):
-        field_tok = next((t for t in reversed(tokens) if t.kind == "WORD"
-                          and t.text.lower() in FIELDS), None)
-        if field_tok is None:
+        field_name = next((canonical_field(t.text) for t in reversed(tokens)
+                           if t.kind == "WORD" and canonical_field(t.text) is not None), None)
+        if field_name is None:
             return []
-        spec = FIELDS[field_tok.text.lower()]
+        spec = FIELDS[field_name]
         if spec.choices is None:
             return []
         low = partial.lower()

@@ -12,7 +12,8 @@ Contract:
   Non-printable bytes show as ``.`` in the ASCII column. With ``highlight=(start, end)``
   and a :class:`~kwsniff.output.color.Palette`, bytes in that half-open range are shown
   emphasised (the TUI and ``-x`` with a selected field use it).
-* ``limit`` caps the number of bytes dumped; a final line says how many were left out.
+* ``limit`` caps the number of bytes dumped; a final line says how many were left out
+  (``... N more bytes not shown``, followed by ``more`` when given).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def frame_bytes(raw: bytes | memoryview, size: int | None = None) -> bytes:
 
 def hexdump_lines(data: bytes | memoryview, *, base: int = 0, limit: int | None = None,
                   highlight: tuple[int, int] | None = None,
-                  palette: Palette | None = None) -> Iterator[str]:
+                  palette: Palette | None = None, more: str = "") -> Iterator[str]:
     """Yield ``tshark -x`` style lines for ``data``; offsets start at ``base``."""
     data = bytes(data)
     total = len(data)
@@ -73,7 +74,7 @@ def hexdump_lines(data: bytes | memoryview, *, base: int = 0, limit: int | None 
         hex_col += "   " * pad + (" " if len(chunk) <= 8 else "")
         yield f"{base + start:0{width}x}  {hex_col}   {ascii_col}"
     if shown < total:
-        yield f"... {total - shown} more bytes not shown"
+        yield f"... {total - shown} more bytes not shown{more}"
 
 
 def hexdump(data: bytes | memoryview, **kwargs: object) -> str:

@@ -183,6 +183,7 @@ class ExportEncoder:
             "client": format_address(exchange.client),
             "broker": format_address(exchange.broker),
             "ts": exchange.ts,
+            "request_end_ts": exchange.request_end_ts,
             "response_ts": exchange.response_ts,
             "latency_ms": _finite(round(latency, 6) if latency is not None else None),
             "api_key": exchange.api_key,

@@ -26,6 +26,7 @@ from typing import Any
 from kwsniff.kafka.model import Exchange
 from kwsniff.output.facts import ExchangeFacts, TopicNames
 from kwsniff.output.filter import DisplayFilter
+from kwsniff.text import counted
 
 
 class Selection:
@@ -107,8 +108,8 @@ def run_summary_line(counters: dict[str, int], shown: int | None = None,
              + ("s" if counters["connections"] != 1 else "")
              + f", {counters['packets']} packets",
              f"{counters['problems']} problem{'s' if counters['problems'] != 1 else ''}",
-             f"{counters['skipped_bytes']} bytes skipped",
-             f"{counters['gap_bytes']} bytes lost in gaps"]
+             f"{counted(counters['skipped_bytes'], 'byte')} skipped",
+             f"{counted(counters['gap_bytes'], 'byte')} lost in gaps"]
     line = "; ".join(parts)
     n = counters.get("tls_undecrypted", 0)
     if n:

@@ -336,9 +336,10 @@ class StatsCollector:
 # ----------------------------------------------------------------------------- text
 
 def _ms(v: float | None) -> str:
+    """Milliseconds as ``decode`` prints them: 2 decimals whatever the size."""
     if v is None:
         return "-"
-    return f"{v:.2f}" if v < 1000 else f"{v:.0f}"
+    return f"{v:.2f}"
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> Iterator[str]:
@@ -380,6 +381,9 @@ def render_report(report: dict[str, Any], *, title: str = "",
                      human_bytes(a["request_bytes"]), human_bytes(a["response_bytes"])])
     yield from _table(["API", "Count", "Errors", "Timed", "p50", "p90", "p99", "max",
                        "Requests", "Responses"], rows, {1, 2, 3, 4, 5, 6, 7, 8, 9})
+    if report["apis"]:
+        yield palette.dim("(Timed: exchanges with a request and its response, the ones "
+                          "whose latency the percentiles count)")
     if any(not a["latency_ms"]["exact"] for a in report["apis"]):
         yield palette.dim("(percentiles of large series are estimated within 1 %)")
 
@@ -419,7 +423,9 @@ def render_report(report: dict[str, Any], *, title: str = "",
                        "Fetched"], rows, {2, 3, 4, 5, 6})
 
     yield ""
-    yield h(f"Connections ({report['connections_seen']}) by exchanges")
+    shown, seen = len(report["connections"]), report["connections_seen"]
+    yield h(f"Top {shown} of {seen} connections by exchanges" if shown < seen
+            else f"Connections ({seen}) by exchanges")
     rows = [[str(c["stream"]), f"{c['client']} → {c['broker']}", c["client_id"] or "-",
              str(c["exchanges"]), str(c["errors"]), human_bytes(c["bytes"]),
              f"{c['duration_s']:.3f}"] for c in report["connections"]]

@@ -7,7 +7,11 @@ Contract: :class:`SummaryFormatter.format` returns one line (no newline)::
 
 * time: relative to the first exchange (``-t r``, default), absolute local time (``a``),
   absolute with date (``ad``), UTC with date (``ud``) or epoch seconds (``e``);
-* errors found in the response are shown by name after the latency;
+* errors found in the response are shown by name after the latency, unless the digest
+  names them already (``→ UNSUPPORTED_VERSION``): an error name shows once;
+* with ``align`` (a terminal's width), the route, client id, API, correlation id and
+  latency columns are padded to the widths seen in the first :data:`ALIGN_LEARN_LINES` lines (as
+  tshark does), as long as the padded columns fit in that width;
 * decode problems are flagged with ``[N problems]`` at the end (those of the exchange,
   its messages and its record sets' batch-header and CRC checks, as in the export);
 * colour comes from the :class:`~kwsniff.output.color.Palette` (plain when piped).
@@ -23,7 +27,7 @@ from kwsniff.output.color import PLAIN, Palette
 from kwsniff.output.digest import ARROW, describe_api, digest
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.fields import format_address
-from kwsniff.output.names import error_label
+from kwsniff.output.names import SASL_PROTOCOL, error_label
 
 TIME_FORMATS = ("r", "a", "ad", "ud", "e")
 
@@ -62,18 +66,23 @@ def format_time(ts: float, mode: str, start: float) -> str:
 
 
 def format_latency(ms: float | None) -> str:
+    """Milliseconds with two decimals whatever the size (one unit style per run:
+    ``0.06 ms``, ``300.72 ms``, ``4995.07 ms``), ``-`` for None."""
     if ms is None:
         return "-"
-    if ms < 10:
-        return f"{ms:.2f} ms"
-    if ms < 1000:
-        return f"{ms:.1f} ms"
-    return f"{ms / 1000:.2f} s"
+    return f"{ms:.2f} ms"
 
 
 #: entries each of the formatter's caches of connection routes, client ids and API labels
 #: holds before it is cleared (a capture has few of each, so it rarely is)
 CACHE_LIMIT = 4096
+#: lines whose column widths ``align`` learns (later lines use those widths)
+ALIGN_LEARN_LINES = 64
+#: ``align``: starting and largest widths of route, client id, API, correlation id and
+#: latency (a longer value overflows its column instead of widening it for good)
+ALIGN_MIN_WIDTHS = (0, 8, 14, 3, 8)
+ALIGN_MAX_WIDTHS = (47, 24, 20, 7, 11)
+_ANSI = re.compile("\x1b\\[[0-9;]*m")
 
 
 class SummaryFormatter:
@@ -82,7 +91,7 @@ class SummaryFormatter:
     every line)."""
 
     def __init__(self, palette: Palette = PLAIN, time_format: str = "r",
-                 start_ts: float | None = None) -> None:
+                 start_ts: float | None = None, align: int | None = None) -> None:
         if time_format not in TIME_FORMATS:
             raise ValueError(f"time format must be one of {', '.join(TIME_FORMATS)}")
         self.palette = palette
@@ -91,6 +100,9 @@ class SummaryFormatter:
         self._routes: dict[tuple, str] = {}
         self._apis: dict[tuple, str] = {}
         self._clients: dict[str | None, str] = {}
+        self.align = align                  # terminal width, or None: no padding
+        self._widths = list(ALIGN_MIN_WIDTHS)   # route, client id, API, corr, latency
+        self._learning = ALIGN_LEARN_LINES
 
     def _route(self, client: tuple[str, int], broker: tuple[str, int]) -> str:
         routes = self._routes
@@ -125,13 +137,30 @@ class SummaryFormatter:
             clients[client_id] = text
         return text
 
+    def _aligned(self, route: str, client: str, api: str, corr: str, latency: str) -> str:
+        """``route client api corr latency`` padded to the learned widths (``align``;
+        the latency right-aligned)."""
+        cols = (route, client, api, corr, latency)
+        seen = [len(_ANSI.sub("", c)) if "\x1b" in c else len(c) for c in cols]
+        widths = self._widths
+        if self._learning > 0:
+            self._learning -= 1
+            for i in range(5):
+                if widths[i] < seen[i] <= ALIGN_MAX_WIDTHS[i]:
+                    widths[i] = seen[i]
+        # 5 + 1 + 10 + 1: number and time; then the columns and the spaces between them
+        if 17 + sum(widths) + 4 > (self.align or 0):
+            return f"{route} {client} {api} {corr} {latency}"
+        pad = [" " * max(0, w - n) for w, n in zip(widths, seen)]
+        return f"{route}{pad[0]} {client}{pad[1]} {api}{pad[2]} {corr}{pad[3]} {pad[4]}{latency}"
+
     def format(self, exchange: Exchange, facts: ExchangeFacts | None = None) -> str:
         p = self.palette
         if facts is None:
             facts = ExchangeFacts(exchange)
         req, resp = exchange.request, exchange.response
         first = req if req is not None else exchange._first()
-        ts = first.ts_last
+        ts = first.ts_first         # (Exchange.ts: the first frame, as the index)
         if self.start_ts is None:
             self.start_ts = ts
         mode = self.time_format
@@ -141,26 +170,47 @@ class SummaryFormatter:
             when = f"{format_time(ts, mode, self.start_ts):>10}"
         protocol = exchange.protocol
         corr = first.correlation_id
-        # one f-string for the fixed columns (the optional ones are appended)
-        line = (f"{exchange.index:5d} {p.time(when) if p.enabled else when} "
-                f"{self._route(exchange.client, exchange.broker)} "
-                f"{self._client(req.client_id if req is not None else None)} "
-                f"{self._api(first, protocol, exchange)} "
-                f"#{'-' if corr is None else corr} "
-                + format_latency((resp.ts_last - req.ts_last) * 1000.0
-                                 if req is not None and resp is not None else None))
-        errors = facts.response_side.errors       # facts.error_codes, when there are any
-        if errors:
-            codes = sorted(errors)
-            names = ",".join([error_label(c, protocol) for c in codes[:2]])
-            if len(codes) > 2:
-                names += f",+{len(codes) - 2}"
-            line += " " + p.error(names)
+        # (raw SASL tokens have no correlation id: "SASL (raw token)", not "SASL #-")
+        tag = f"#{corr}" if corr is not None else \
+            "(raw token)" if protocol == SASL_PROTOCOL else "#-"
+        latency = format_latency((resp.ts_last - req.ts_last) * 1000.0
+                                 if req is not None and resp is not None else None)
+        if self.align is None:
+            # one f-string for the fixed columns (the optional ones are appended)
+            line = (f"{exchange.index:5d} {p.time(when) if p.enabled else when} "
+                    f"{self._route(exchange.client, exchange.broker)} "
+                    f"{self._client(req.client_id if req is not None else None)} "
+                    f"{self._api(first, protocol, exchange)} {tag} " + latency)
+        else:
+            line = (f"{exchange.index:5d} {p.time(when) if p.enabled else when} "
+                    + self._aligned(self._route(exchange.client, exchange.broker),
+                                    self._client(req.client_id if req is not None else None),
+                                    self._api(first, protocol, exchange),
+                                    tag, latency))
         text = facts.digest_text      # the summary lane computed it already
         if text is None:
             text = digest(exchange, facts)
+        errors = facts.response_side.errors       # facts.error_codes, when there are any
+        if errors:
+            codes = sorted(errors)
+            labels = [error_label(c, protocol) for c in codes[:2]]
+            names = ",".join(labels)
+            if len(codes) > 2:
+                names += f",+{len(codes) - 2}"
+            answer = text.partition(ARROW)[2] if text else ""
+            if len(codes) > 2 or not all(label in answer for label in labels):
+                line += " " + p.error(names)
+                labels = []
+        else:
+            labels = []
         if text:
-            line += " " + (text if text.isprintable() else printable(text))
+            text = text if text.isprintable() else printable(text)
+            if labels and p.enabled:    # the errors named once, in the digest: coloured there
+                asked, arrow, answer = text.partition(ARROW)
+                for label in labels:
+                    answer = answer.replace(label, p.error(label))
+                text = asked + arrow + answer
+            line += " " + text
         problems = len(exchange.problems)
         if req is not None:
             problems += len(req.problems)

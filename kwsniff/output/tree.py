@@ -48,6 +48,7 @@ from kwsniff.output.digest import human_bytes
 from kwsniff.output.fields import format_address
 from kwsniff.output.names import LEGACY_PROTOCOL, SASL_PROTOCOL, api_label, error_label
 from kwsniff.output.summary import format_latency, printable
+from kwsniff.text import counted
 
 PREFIX = 4                 # bytes of the size prefix before ``raw``
 INLINE_LIST_LIMIT = 32     # primitive list items shown inline
@@ -733,7 +734,7 @@ def _plain_dict(parent: TreeNode, d: dict[str, Any], depth: int = 0) -> None:
         if isinstance(v, dict) and depth < 8:
             _plain_dict(parent.add(TreeNode(str(k), "")), v, depth + 1)
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v) and depth < 8:
-            node = parent.add(TreeNode(str(k), f"{len(v)} items"))
+            node = parent.add(TreeNode(str(k), counted(len(v), "item")))
             for i, x in enumerate(v):
                 _plain_dict(node.add(TreeNode(f"{k}[{i}]", _item_hint(x))), x, depth + 1)
         else:
@@ -753,7 +754,8 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
     top.add(TreeNode("Length", str(msg.size - PREFIX), start=0, length=PREFIX, message=msg.kind,
                      about="Size of the frame after this field"))
     if msg.missing:
-        top.add(TreeNode("Missing", f"{msg.missing} bytes lost in a capture gap", style="warn"))
+        top.add(TreeNode("Missing", f"{counted(msg.missing, 'byte')} lost in a capture gap",
+                         style="warn"))
     if msg.inferred:
         top.add(TreeNode("Inferred", str(msg.inferred), style="warn",
                          about="How the API of this unpaired response was guessed"))

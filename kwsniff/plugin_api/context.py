@@ -85,6 +85,10 @@ class PluginContext:
         self.guards.append(g)
         return g
 
+    def registered(self) -> bool:
+        """Whether the plugin registered anything (that :meth:`undo_all` would remove)."""
+        return bool(self._undo)
+
     def undo_all(self) -> None:
         """Remove everything this plugin registered (reverse order)."""
         while self._undo:

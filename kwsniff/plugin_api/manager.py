@@ -19,8 +19,12 @@ Contract:
 * :meth:`PluginManager.load` never raises for a broken plugin: an import error, a
   missing ``register``, an exception inside it or a bad registration is reported once
   (naming the plugin and its source), whatever it registered is removed, and loading
-  goes on. Option errors of the command line (unknown plugin or key) raise
-  :class:`OptionError` (a user error).
+  goes on. Option mistakes raise :class:`OptionError` (a user error that stops the
+  command): those of the command line (unknown plugin or key) and a value a plugin's
+  ``register`` rejects (``api.options`` raising it).
+* A plugin whose ``register`` registered nothing (shipped plugins wait for options
+  that turn them on) has the status :data:`IDLE`, "loaded, disabled"; one that
+  registered something is :data:`ACTIVE`.
 * :meth:`PluginManager.close` removes every registration and returns the end-of-run
   failure counts (``summary_lines``).
 * Reports go to ``reporter`` (default: one line on standard error, prefixed
@@ -67,6 +71,8 @@ SHIPPED_DIR = shipped_dir()
 GENERIC_OPTIONS = {"enabled": "false skips the plugin"}
 
 ACTIVE = "active"
+#: loaded, but its register() registered nothing (it waits for options that turn it on)
+IDLE = "loaded, disabled"
 DISABLED = "disabled"
 FAILED = "failed"
 SHADOWED = "shadowed"
@@ -211,6 +217,17 @@ def find_entry_points() -> list[Candidate]:
     return [Candidate(ep.name, f"entry point {ep.name} = {ep.value}", ep.load) for ep in eps]
 
 
+def _option_message(plugin: str, text: str) -> str:
+    """An option mistake a plugin raised, worded as :class:`PluginOptions`' own:
+    ``plugin avro: option schemas: /x is not a directory``."""
+    if text.startswith(f"plugin {plugin}:"):
+        return text
+    key, colon, _ = text.partition(": ")
+    if colon and key.replace("_", "").replace(".", "").isalnum():
+        return f"plugin {plugin}: option {text}"
+    return f"plugin {plugin}: bad option: {text}"
+
+
 class PluginManager:
     """Loads plugins and keeps what they registered (see the module contract)."""
 
@@ -303,15 +320,16 @@ class PluginManager:
         try:
             register(ctx)
         except OptionError as exc:
+            # a mistake in an option stops the command, as on the command line
             ctx.undo_all()
-            return self._failed(plugin, f"bad option: {exc}")
+            raise OptionError(_option_message(cand.name, str(exc))) from None
         except PluginError as exc:
             ctx.undo_all()
             return self._failed(plugin, f"bad registration: {exc}")
         except (Exception, SystemExit) as exc:  # noqa: BLE001
             ctx.undo_all()
             return self._failed(plugin, f"register() failed: {type(exc).__name__}: {exc}")
-        plugin.status = ACTIVE
+        plugin.status = ACTIVE if ctx.registered() else IDLE
         return plugin
 
     def _failed(self, plugin: LoadedPlugin, error: str) -> LoadedPlugin:
@@ -353,7 +371,7 @@ class PluginManager:
         """Human-readable lines: every plugin, its status, source and options."""
         out = []
         for p in self.plugins:
-            head = f"{p.name:<12} {p.status:<9} {p.source}"
+            head = f"{p.name:<12} {p.status:<16} {p.source}"
             out.append(head)
             if p.description:
                 out.append(f"    {p.description}")

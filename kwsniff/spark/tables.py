@@ -1,7 +1,8 @@
 """Plain-text and HTML tables of small result sets (pure Python, no Spark).
 
 Contract: :func:`format_cell` renders one value the same way everywhere (floats with 3
-decimals, epoch-second columns named ``*ts``/``*_start``/``*_end`` as UTC times,
+decimals, ``*_ms`` columns with 2 as ``decode`` and ``stats`` print milliseconds, no
+thousands separators in floats; epoch-second columns named ``*ts``/``*_start``/``*_end`` as UTC times,
 counts (``*bytes``, ``*records``, ``*requests``, ...) with thousands separators, lists
 joined with ``,``, None as ``-``); :func:`text_table` lays out rows under a title
 with aligned columns (numbers right-aligned) and says how many rows were left out;
@@ -37,7 +38,8 @@ def format_cell(column: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:,.3f}"
+        # as decode and stats write them: milliseconds with 2 decimals, no separators
+        return f"{value:.2f}" if column.endswith("_ms") else f"{value:.3f}"
     if isinstance(value, int):
         return f"{value:,}" if column.endswith(COUNT_SUFFIXES) else str(value)
     if isinstance(value, (list, tuple)):

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 
 from kwsniff.output.facts import ExchangeFacts
-from kwsniff.output.fields import FIELDS
+from kwsniff.output.fields import canonical_field
 from kwsniff.output.filter import DisplayFilter, compile_filter, tokenize
 from kwsniff.tui.store import (
     F_ERRORS,
@@ -95,9 +95,11 @@ class RowFacts:
 
 
 def fields_named(expression: str) -> set[str]:
-    """The display-filter field names appearing as words in ``expression``."""
-    return {t.text.lower() for t in tokenize(expression)
-            if t.kind == "WORD" and t.text.lower() in FIELDS}
+    """The display-filter field names appearing as words in ``expression`` (the field
+    a Wireshark alias names for an alias)."""
+    names = {canonical_field(t.text) for t in tokenize(expression) if t.kind == "WORD"}
+    names.discard(None)
+    return names  # type: ignore[return-value]
 
 
 def is_fast(expression: str) -> bool:

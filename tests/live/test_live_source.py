@@ -83,7 +83,9 @@ def _tcp_stream(packets: list[tuple], dport: int) -> bytes:
 
 def test_build_filter_from_ports_and_custom() -> None:
     assert build_filter([9092]) == "tcp port 9092"
-    assert build_filter([9093, 9092, 9093]) == "tcp port 9092 or tcp port 9093"
+    assert build_filter([9093, 9092, 9093]) == "tcp portrange 9092-9093"
+    assert build_filter([9095, 9092, 9093, 9094, 19092]) == \
+        "tcp portrange 9092-9095 or tcp port 19092"
     assert build_filter([9092], "  host 127.0.0.1  ") == "host 127.0.0.1"
     assert build_filter([], None) == ""
     with pytest.raises(CaptureError, match="invalid port 70000"):

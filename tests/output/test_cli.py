@@ -50,7 +50,7 @@ def test_bad_filter_before_reading(command: str, capsys: pytest.CaptureFixture[s
 def test_unwritable_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "missing-dir" / "out.jsonl"
     code, out, err = _run(capsys, ["export", str(ACKS), *PORT, "-o", str(target)])
-    assert code == 2
+    assert code == 1        # output errors exit 1 (kwsniff.errors.OutputError)
     assert err.strip().splitlines() == [
         f"kwsniff export: cannot write {target}: No such file or directory"]
 

@@ -46,10 +46,10 @@ def test_summary_lines_say_who_tried_what_and_why_it_failed(
     assert not any("→ ok server-final" in line for line in lines)
     assert any("SCRAM-SHA-512 client-first user alice 45 B token → ok server-first" in line
                for line in lines)
-    bare = [line for line in lines if " SASL #- " in line]
+    bare = [line for line in lines if " SASL (raw token) " in line]
     assert len(bare) == 2
     # raw tokens carry no header: their client id is their SaslHandshake v0's
-    assert all(" kp-scram256-v0 SASL #- " in line for line in bare)
+    assert all(" kp-scram256-v0 SASL (raw token) " in line for line in bare)
     assert bare[0].endswith("SCRAM-SHA-256 client-first user erin → server-first")
     assert bare[1].endswith("SCRAM-SHA-256 client-final → server-final SASL error unknown-user")
     plain = [line for line in lines if "mechanism PLAIN" in line]

@@ -10,7 +10,7 @@ import pytest
 from kwsniff.kafka import payload
 from kwsniff.output.fields import FIELDS
 from kwsniff.plugin_api import PluginManager
-from kwsniff.plugin_api.manager import ACTIVE, DISABLED, FAILED, SHADOWED, SHIPPED_DIR
+from kwsniff.plugin_api.manager import ACTIVE, DISABLED, FAILED, IDLE, SHADOWED, SHIPPED_DIR
 from kwsniff.plugin_api.options import OptionError, PluginOptions
 
 GOOD = """
@@ -47,7 +47,8 @@ def test_package_plugins_and_ignored_files(manager: PluginManager, tmp_path: Pat
     (d / "_private.py").write_text("raise RuntimeError('never imported')\n")
     (d / "notes.txt").write_text("not a plugin")
     (d / "emptydir").mkdir()
-    assert names(manager.load([d], shipped=False, entry_points=False)) == {"pkgplug": ACTIVE}
+    # (loaded; it registers nothing, so "loaded, disabled")
+    assert names(manager.load([d], shipped=False, entry_points=False)) == {"pkgplug": IDLE}
 
 
 def test_broken_plugins_are_reported_once_and_skipped(manager: PluginManager, plugin_dir,
@@ -205,7 +206,7 @@ def test_entry_point_precheck_defers_on_unusual_paths(tmp_path: Path,
 def test_shipped_plugins_are_inert_until_configured(manager: PluginManager, reports) -> None:
     loaded = manager.load(entry_points=False)
     assert {p.name: p.status for p in loaded} == {
-        "avro": ACTIVE, "json": ACTIVE, "protobuf": ACTIVE, "trace": ACTIVE}
+        "avro": IDLE, "json": IDLE, "protobuf": IDLE, "trace": IDLE}
     assert all(Path(p.source).parent == SHIPPED_DIR for p in loaded)
     assert payload.registered_decoders() == []
     assert not [f for f in FIELDS if "." in f]

@@ -15,7 +15,7 @@ from kwsniff.kafka import payload
 from kwsniff.plugin_api import KafkaReader, PluginManager, TopicMap, TruncatedError, \
     confluent_frame, protobuf_message_indexes, topic_pattern
 from kwsniff.plugin_api.manager import SHIPPED_DIR, find_in_dir
-from kwsniff.plugin_api.options import PluginOptions
+from kwsniff.plugin_api.options import OptionError, PluginOptions
 
 
 def load_shipped(manager: PluginManager, name: str, **options: object):
@@ -92,7 +92,7 @@ def test_json_plugin(manager: PluginManager, reports) -> None:
 
 
 def test_json_plugin_without_topics_is_inert(manager: PluginManager) -> None:
-    assert load_shipped(manager, "json").status == "active"
+    assert load_shipped(manager, "json").status == "loaded, disabled"
     assert payload.registered_decoders() == []
 
 
@@ -142,8 +142,11 @@ def test_avro_declared_topics_report_every_bad_value(manager: PluginManager, rep
 
 
 def test_avro_bad_options_and_files(manager: PluginManager, reports, tmp_path: Path) -> None:
-    plugin = load_shipped(manager, "avro", schemas=str(tmp_path / "missing"))
-    assert plugin.status == "failed" and "is not a directory" in plugin.error
+    with pytest.raises(OptionError) as err:     # a mistake in an option stops the command
+        load_shipped(manager, "avro", schemas=str(tmp_path / "missing"))
+    assert str(err.value) == f"plugin avro: option schemas: {tmp_path / 'missing'} is not " \
+        "a directory"
+    assert not payload.registered_decoders()
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "1.avsc").write_text("{not json")
@@ -180,7 +183,7 @@ def test_avro_logical_types_become_text() -> None:
 
 def test_protobuf_options(manager: PluginManager, reports, tmp_path: Path) -> None:
     desc = str(DATA / "proto" / "shop.desc")
-    assert load_shipped(manager, "protobuf", descriptors=desc).status == "active"
+    assert load_shipped(manager, "protobuf", descriptors=desc).status == "loaded, disabled"
     assert reports == ["plugin protobuf: descriptors given but no topics/keys/ids map: "
                        "nothing to decode"]
     for opts, error in [({"descriptors": desc, "topics": "x=shop.v1.Nope"},
@@ -193,8 +196,9 @@ def test_protobuf_options(manager: PluginManager, reports, tmp_path: Path) -> No
                          "'seven' is not a schema id")]:
         other = PluginManager(reporter=lambda m: None)
         try:
-            plugin = load_shipped(other, "protobuf", **opts)
-            assert plugin.status == "failed" and error in plugin.error, plugin.error
+            with pytest.raises(OptionError) as err:    # option mistakes stop the command
+                load_shipped(other, "protobuf", **opts)
+            assert str(err.value).startswith("plugin protobuf: ") and error in str(err.value)
         finally:
             other.close()
 

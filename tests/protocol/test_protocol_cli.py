@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -28,3 +29,46 @@ def test_protocols_json(capsys: pytest.CaptureFixture[str]) -> None:
     fetch = doc["apis"][1]
     assert fetch["name"] == "Fetch" and fetch["max_version"] == 18 and fetch["flexible_from"] == 12
     assert [s["source"] for s in doc["apis"][88]["sources"]] == ["franz-go"]
+
+
+# ----------------------------------------------------------------------------- the docs' claims
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _table() -> tuple[int, str, dict[str, int]]:
+    """(highest API key, newest Kafka release named in the sources, totals)."""
+    from kwsniff.commands.protocols import _totals, coverage
+
+    rows = coverage()
+    releases = {s["source"].removeprefix("kafka-") for r in rows for s in r["sources"]
+                if re.fullmatch(r"kafka-\d+\.\d+", s["source"])}
+    newest = max(releases, key=lambda v: tuple(int(p) for p in v.split(".")))
+    return max(r["api_key"] for r in rows), newest, _totals(rows)
+
+
+def test_readme_and_coverage_doc_claim_what_the_table_shows() -> None:
+    top, newest, totals = _table()
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"every API key (0-{top}) at every version** from Kafka 0.8 to {newest} " in readme
+    assert f"{totals['api_keys']} API keys, {totals['api_versions']} versions" in readme
+    doc = " ".join((ROOT / "docs" / "protocol-coverage.md").read_text(encoding="utf-8").split())
+    assert f"every API key 0-{top}," in doc
+    assert (f"{totals['api_keys']} API keys (0-{top}), {totals['api_versions']} API versions, "
+            f"{totals['request_and_response_schemas']} request/response schemas") in doc
+    assert f"newest in Kafka {newest}," in doc
+    # no other Kafka release is claimed as the newest anywhere
+    for text in (readme, doc):
+        for claimed in re.findall(r"(?:to|newest in) Kafka (\d+\.\d+)", text):
+            assert claimed == newest, claimed
+
+
+@pytest.mark.parametrize("command", ["decode", "export", "stats", "live", "tui", "analyze",
+                                     "spark-decode", "protocols"])
+def test_help_has_no_rst_markup(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and not re.search(r":(func|class|mod|meth|data):", out), out
+    if command == "protocols":
+        assert "--json prints one JSON document" in " ".join(out.split())

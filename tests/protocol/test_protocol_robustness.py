@@ -56,7 +56,8 @@ def test_partial_body_keeps_what_decoded_and_names_the_place() -> None:
 def test_leftover_bytes_are_counted(extra: int) -> None:
     sample = protocol_wire.make_sample(0, "request", 9, "full")
     msg = decode_request(sample.frame + b"\x00" * extra)
-    assert msg.problems == [f"{extra} bytes left over after the body"]
+    noun = "byte" if extra == 1 else "bytes"      # "1 byte", never "1 bytes"
+    assert msg.problems == [f"{extra} {noun} left over after the body"]
     assert msg.body_end == len(sample.frame)
     assert msg.body is not None and msg.body["Acks"] == sample.values["Acks"]
 

@@ -178,7 +178,7 @@ def test_unwritable_output(tmp_path: Path) -> None:
     locked.mkdir(mode=0o755)
     os.chmod(tmp_path, 0o755)
     p = _as_nobody(["export", CAPTURE, "-o", str(locked / "out.jsonl")])
-    assert p.returncode == 2, p.stderr
+    assert p.returncode == 1, p.stderr
     _one_clear_line(p.stderr, "export", "Permission denied")
 
 
@@ -187,3 +187,38 @@ def test_live_capture_without_privileges() -> None:
     p = _as_nobody(["live", "-i", "lo", "-c", "1"])
     assert p.returncode != 0, p.stderr
     _one_clear_line(p.stderr, "live", "permission")
+
+
+# ----------------------------------------------------------------------------- argument mistakes
+
+ARG_MISTAKES = {
+    "bad count": (["decode", "x.pcap", "-c", "x"], "decode",
+                  "argument -c/--count: not a number: 'x'"),
+    "bad port": (["stats", "x.pcap", "-p", "kafka"], "stats", "argument -p/--port: not a port"),
+    "unknown option": (["decode", "--bogus", "x.pcap"], "decode",
+                       "unrecognized arguments: --bogus"),
+    "missing -o": (["export", "x.pcap"], "export",
+                   "the following arguments are required: -o/--output"),
+    "bad choice": (["decode", "-t", "q", "x.pcap"], "decode",
+                   "argument -t/--time-format: invalid choice: 'q'"),
+    "unknown command": (["frob"], None, "invalid choice: 'frob'"),
+    "unknown top option": (["--bogus"], None, "unrecognized arguments: --bogus"),
+    "analyze bad bucket": (["analyze", "x.jsonl", "--bucket", "0"], "analyze", "--bucket"),
+}
+
+
+@pytest.mark.parametrize("case", ARG_MISTAKES)
+def test_argument_mistakes_are_one_line_with_a_help_hint(
+        case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse's mistakes read like kwsniff's own errors: one line naming the command,
+    pointing to its --help, exit status 2 (no usage block)."""
+    argv, command, expect = ARG_MISTAKES[case]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    prog = f"kwsniff {command}" if command else "kwsniff"
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{prog}: ") and expect in lines[0], err
+    assert lines[0].endswith(f"(see {prog} --help)"), err

@@ -93,7 +93,8 @@ def _comparable(run) -> list[str]:  # noqa: ANN001
     out = []
     for ex in run.exchanges:
         obj = enc.exchange_object(ex, ExchangeFacts(ex))
-        for key in ("ts", "response_ts", "latency_ms", "request_frames", "response_frames"):
+        for key in ("ts", "request_end_ts", "response_ts", "latency_ms", "request_frames",
+                    "response_frames"):
             obj.pop(key)
         out.append(dumps(obj))
     return out

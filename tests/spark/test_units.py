@@ -154,7 +154,9 @@ def test_text_table_layout() -> None:
 def test_format_cell() -> None:
     assert tables.format_cell("producer_id", 408047000) == "408047000"
     assert tables.format_cell("bytes", 408047000) == "408,047,000"
-    assert tables.format_cell("p50_ms", 0.12345) == "0.123"
+    assert tables.format_cell("p50_ms", 0.12345) == "0.12"
+    assert tables.format_cell("max_ms", 4995.0721) == "4995.07"     # as stats prints it
+    assert tables.format_cell("rate", 4995.0721) == "4995.072"
     assert tables.format_cell("apis", ["Fetch", "Produce"]) == "Fetch,Produce"
     assert tables.format_cell("leader", True) == "yes"
     html = tables.html_table("<T>", ["x"], [("<b>",)])

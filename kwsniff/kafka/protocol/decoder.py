@@ -48,6 +48,7 @@ from kwsniff.kafka.protocol.schema import (
     struct_schema,
     version_range,
 )
+from kwsniff.text import counted
 
 _I16 = struct.Struct(">h").unpack_from
 
@@ -290,7 +291,7 @@ def _vendor_body(msg: KafkaMessage, api: extensions.VendorApi, kind: str, versio
     msg.body = result
     msg.body_end = end
     if end != len(raw):
-        msg.problems.append(f"{len(raw) - end} bytes left over after the body")
+        msg.problems.append(f"{counted(len(raw) - end, 'byte')} left over after the body")
 
 
 def _body(msg: KafkaMessage, fn: DecodeFn | None, missing: str | None, kind: str,
@@ -315,7 +316,7 @@ def _body(msg: KafkaMessage, fn: DecodeFn | None, missing: str | None, kind: str
         return
     msg.body_end = end
     if end != len(raw):
-        msg.problems.append(f"{len(raw) - end} bytes left over after the body")
+        msg.problems.append(f"{counted(len(raw) - end, 'byte')} left over after the body")
 
 
 _REQUEST_START = struct.Struct(">hhi").unpack_from
