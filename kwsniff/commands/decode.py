@@ -210,8 +210,8 @@ class CaptureRun:
         """After the run: the note for a capture without any Kafka connection
         (:func:`kwsniff.output.no_kafka.no_kafka_note`), else None."""
         summary = self.engine.summary
-        if summary.kafka_connections:
-            return None
+        if summary.kafka_connections or summary.tls_undecrypted:
+            return None         # (TLS on a Kafka port without its key: the TLS hint says it)
         from kwsniff.output.no_kafka import no_kafka_note, tcp_server_ports
         ports = tcp_server_ports(capture) if capture and summary.tcp_connections else {}
         return no_kafka_note(summary.kafka_connections, summary.tcp_connections, ports)

@@ -818,7 +818,7 @@ def export_in_parallel(args: argparse.Namespace, jobs: int,
 
 def _no_kafka(args: argparse.Namespace, counters: dict[str, int]) -> str | None:
     """The note of a capture without Kafka (:mod:`kwsniff.output.no_kafka`)."""
-    if counters.get("connections"):
-        return None
+    if counters.get("connections") or counters.get("tls_undecrypted"):
+        return None         # (TLS on a Kafka port without its key: the TLS hint says it)
     from kwsniff.output.no_kafka import capture_note
     return capture_note(args.capture, 0)
