@@ -97,14 +97,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kwsniff.spark.analyze import run_analysis
-    from kwsniff.spark.jobs import AnalysisOptions
-    from kwsniff.spark.load import check_inputs
-    from kwsniff.spark.session import session_scope
+    from kwsniff.spark.input_check import check_exports
 
-    check_inputs(args.exports)
+    # Before PySpark is imported and the JVM started: a wrong input costs one line.
+    check_exports(args.exports, args.format)
     if args.out in ("", "-"):
         raise UserError("--out needs a directory")
+    from kwsniff.spark.analyze import run_analysis
+    from kwsniff.spark.jobs import AnalysisOptions
+    from kwsniff.spark.session import session_scope
+
     options = AnalysisOptions(bucket=args.bucket, accuracy=args.accuracy)
     started = time.monotonic()
     with session_scope(args.master, "kwsniff analyze", **session_options(args)) as spark:
