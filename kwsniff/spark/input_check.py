@@ -187,6 +187,21 @@ def check_exports(paths: Iterable[str], fmt: str = "auto") -> None:
             raise UserError(problem)
 
 
+def local_input_bytes(paths: Iterable[str]) -> int | None:
+    """Total size of the local inputs (files, directory trees), None when one is remote."""
+    total = 0
+    for path in paths:
+        if _is_remote(path):
+            return None
+        local = _local(path)
+        if os.path.isdir(local):
+            for root, _dirs, names in os.walk(local):
+                total += sum(os.path.getsize(os.path.join(root, n)) for n in names)
+        elif os.path.exists(local):
+            total += os.path.getsize(local)
+    return total
+
+
 def check_captures(paths: Iterable[str]) -> None:
     """Raise UserError naming the local capture paths that do not exist."""
     missing = [p for p in paths if not _is_remote(p) and not os.path.exists(_local(p))]
