@@ -71,8 +71,8 @@ def with_gaps(xs: Sequence[float], ys: Sequence[float], step: float | None,
     contiguous) ready to draw: with ``fill="zero"`` (counts) every empty bucket of a gap
     of at most ``max_gap`` buckets becomes a 0 point; a longer gap drops to 0 in its first
     and last empty bucket and is a break (a NaN point) in between. With ``fill="hold"``
-    (levels, drawn as steps) short gaps are left to the step line and long gaps are a
-    break. Without ``step`` the points are returned as they are."""
+    (levels, drawn as steps) short gaps are left to the step line and a long gap is a
+    break one bucket after its last point. Without ``step`` the points are returned as they are."""
     if not step or not xs:
         return list(xs), list(ys)
     out_x: list[float] = [xs[0]]
@@ -90,7 +90,9 @@ def with_gaps(xs: Sequence[float], ys: Sequence[float], step: float | None,
                 if fill == "zero":
                     out_x.append(prev + step)
                     out_y.append(0.0)
-                out_x.append((prev + x) / 2)
+                # the break: mid-gap for counts; for levels (steps) right after the
+                # last bucket, so the level is not drawn on into the empty time
+                out_x.append((prev + x) / 2 if fill == "zero" else prev + step)
                 out_y.append(math.nan)
                 if fill == "zero":
                     out_x.append(x - step)
