@@ -55,9 +55,9 @@ def _local(path: str) -> str:
 
 
 def _hint_export(path: str) -> str:
-    return (f"make an export with `kwsniff export CAPTURE -o {os.path.basename(path) or 'X'}"
-            f".jsonl --records`, or decode captures with `kwsniff spark-decode CAPTURES --out "
-            f"DIR` and analyze DIR")
+    stem = os.path.basename(path).split(".")[0] or "export"
+    return (f"make an export with `kwsniff export CAPTURE -o {stem}.jsonl --records`, or "
+            f"decode captures with `kwsniff spark-decode CAPTURES --out DIR` and analyze DIR")
 
 
 def _open(path: str):  # noqa: ANN202 - a binary file object
@@ -109,7 +109,7 @@ def _problem_of_export_file(path: str) -> str | None:
     try:
         obj = json.loads(line)
     except (ValueError, UnicodeDecodeError):
-        return (f"{path}: the first line is not JSON: not a kwsniff export; "
+        return (f"{path}: the first line is not a JSON value: not a kwsniff export; "
                 f"{_hint_export(path)}")
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA_ID:
         what = "a JSON object" if isinstance(obj, dict) else f"JSON {type(obj).__name__}"

@@ -58,7 +58,7 @@ def test_a_capture_is_refused_with_what_to_run(tmp_path: Path, capsys) -> None: 
     ("array.json", "[1, 2, 3]\n", "JSON list"),
     ("future.jsonl", json.dumps({**EXCHANGE, "schema": "kwsniff.exchange/9"}) + "\n",
      "without \"schema\""),
-    ("text.txt", "hello\n", "not JSON"),
+    ("text.txt", "hello\n", "not a JSON value"),
 ])
 def test_non_exports_are_refused(tmp_path: Path, capsys, name: str, content: str,  # noqa: ANN001
                                  what: str) -> None:
