@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from kwsniff.spark.tables import SORT_SCRIPT, html_table, text_table
 JOBS = (latency, traffic, errors, groups, producers, matrix)
 CHART_MODES = ("png", "html", "both", "none")
 MAX_POINTS = 600          # time-series points per chart line
+WRITERS = 4               # tables written concurrently
 HTML_ROWS = 5000          # rows per table in report.html (the printed summary shows --top)
 TOP_SERIES = 8            # lines per time-series chart
 
@@ -193,40 +195,10 @@ def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
     return out
 
 
-def _charts(tables: dict[str, DataFrame], directory: str, bucket: float,
-            counts: dict[str, Any]) -> list[str]:
-    from kwsniff.spark import charts
-
-    os.makedirs(directory, exist_ok=True)
-    made: list[str | None] = []
-    lat = tables["latency_by_api"].limit(20).collect()
-    made.append(charts.latency_bars(
-        [f"{r['api_name']} v{r['api_version']}" if r["api_version"] is not None
-         else str(r["api_name"]) for r in lat],
-        [r["p50_ms"] for r in lat], [r["p90_ms"] for r in lat], [r["p99_ms"] for r in lat],
-        [r["max_ms"] for r in lat], os.path.join(directory, "latency_by_api.png")))
-    first, last = counts.get("first_ts"), counts.get("last_ts")
-    step = chart_step(last - first if first is not None and last is not None else None, bucket)
-    per_api = tables["requests_over_time"]
-    made.append(charts.time_series(
-        _series(per_api, "api_name", "requests", "bucket_epoch", step),
-        os.path.join(directory, "requests_over_time.png"),
-        f"Requests per {_per(step)} by API", "requests", step=step))
+def _chart_data(tables: dict[str, DataFrame], step: float) -> dict[str, Any]:
+    """Everything the charts draw, collected from the result tables (several Spark
+    actions at once from a few threads: each is small and mostly latency)."""
     thr = tables["throughput"]
-    panels = {title: _series(thr.filter(F.col("direction") == direction), "topic", "records",
-                             "bucket_epoch", step)
-              for direction, title in (
-                  ("produce", f"records produced per {_per(step)}, by topic"),
-                  ("fetch", f"records fetched by consumers per {_per(step)}, by topic"),
-                  ("replica-fetch",
-                   f"records replicated to followers per {_per(step)}, by topic"))}
-    made.append(charts.time_series({}, os.path.join(directory, "throughput.png"),
-                                   "Throughput", "records", panels=panels, step=step))
-    err = tables["errors_by_code"].limit(20).collect()
-    made.append(charts.bars([str(r["error_name"]) for r in err],
-                            [r["occurrences"] for r in err],
-                            os.path.join(directory, "errors.png"), "Errors by code",
-                            "occurrences"))
     lag = tables["fetch_lag"].withColumn(
         "series", F.concat_ws(" ", F.coalesce("client_id", F.lit("-")),
                               F.concat("topic", F.lit("["), F.col("partition").cast("string"),
@@ -235,33 +207,86 @@ def _charts(tables: dict[str, DataFrame], directory: str, bucket: float,
         "series", F.concat_ws(" ", "group_id", F.concat("topic", F.lit("["),
                                                         F.col("partition").cast("string"),
                                                         F.lit("]"))))
+    pairs = tables["client_broker"]
+
+    def leaders(key: str, n: int) -> list[Any]:
+        return [r[key] for r in pairs.groupBy(key).agg(F.sum("exchanges").alias("n"))
+                .orderBy(F.desc("n"), key).limit(n).collect()]
+
+    queries: dict[str, Callable[[], Any]] = {
+        "latency": lambda: tables["latency_by_api"].limit(20).collect(),
+        "requests": lambda: _series(tables["requests_over_time"], "api_name", "requests",
+                                    "bucket_epoch", step),
+        **{f"thr-{d}": (lambda d=d: _series(thr.filter(F.col("direction") == d), "topic",
+                                            "records", "bucket_epoch", step))
+           for d in ("produce", "fetch", "replica-fetch")},
+        "errors": lambda: tables["errors_by_code"].limit(20).collect(),
+        "lag": lambda: _series(lag, "series", "max_lag", "bucket_epoch", step, F.max),
+        "commits": lambda: _series(commits, "series", "committed_offset", "ts", step, F.max),
+        "generations": lambda: tables["group_generations"]
+        .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start").limit(30).collect(),
+        "transactions": lambda: tables["transactions_summary"].limit(30).collect(),
+        "clients": lambda: leaders("client_id", 15),
+        "brokers": lambda: leaders("broker", 12),
+    }
+    with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-charts") as pool:
+        futures = {name: pool.submit(query) for name, query in queries.items()}
+        data = {name: future.result() for name, future in futures.items()}
+    data["pairs"] = pairs.filter(F.col("broker").isin(data["brokers"])).collect() \
+        if data["brokers"] else []
+    return data
+
+
+def _charts(tables: dict[str, DataFrame], directory: str, bucket: float,
+            counts: dict[str, Any]) -> list[str]:
+    from kwsniff.spark import charts
+
+    os.makedirs(directory, exist_ok=True)
+    first, last = counts.get("first_ts"), counts.get("last_ts")
+    step = chart_step(last - first if first is not None and last is not None else None, bucket)
+    data = _chart_data(tables, step)
+    made: list[str | None] = []
+    lat = data["latency"]
+    made.append(charts.latency_bars(
+        [f"{r['api_name']} v{r['api_version']}" if r["api_version"] is not None
+         else str(r["api_name"]) for r in lat],
+        [r["p50_ms"] for r in lat], [r["p90_ms"] for r in lat], [r["p99_ms"] for r in lat],
+        [r["max_ms"] for r in lat], os.path.join(directory, "latency_by_api.png")))
+    made.append(charts.time_series(
+        data["requests"], os.path.join(directory, "requests_over_time.png"),
+        f"Requests per {_per(step)} by API", "requests", step=step))
+    panels = {f"records produced per {_per(step)}, by topic": data["thr-produce"],
+              f"records fetched by consumers per {_per(step)}, by topic": data["thr-fetch"],
+              f"records replicated to followers per {_per(step)}, by topic":
+                  data["thr-replica-fetch"]}
+    made.append(charts.time_series({}, os.path.join(directory, "throughput.png"),
+                                   "Throughput", "records", panels=panels, step=step))
+    err = data["errors"]
+    made.append(charts.bars([str(r["error_name"]) for r in err],
+                            [r["occurrences"] for r in err],
+                            os.path.join(directory, "errors.png"), "Errors by code",
+                            "occurrences"))
     made.append(charts.time_series({}, os.path.join(directory, "consumers.png"), "Consumers",
                                    "messages", panels={
         f"consumer fetch lag (high watermark - fetch offset), max per {_per(step)}":
-            _series(lag, "series", "max_lag", "bucket_epoch", step, F.max),
-        f"committed offsets, highest per {_per(step)}":
-            _series(commits, "series", "committed_offset", "ts", step, F.max)},
+            data["lag"],
+        f"committed offsets, highest per {_per(step)}": data["commits"]},
         step=step, fill="hold"))
-    gens = tables["group_generations"].filter(F.col("rebalance_ms").isNotNull()) \
-        .orderBy("join_start").limit(30).collect()
+    gens = data["generations"]
     made.append(charts.bars([f"{r['group_id']} gen {r['generation']}" for r in gens],
                             [r["rebalance_ms"] for r in gens],
                             os.path.join(directory, "rebalances.png"),
                             "Rebalance duration (first JoinGroup -> last SyncGroup)", "ms"))
-    txn = tables["transactions_summary"].limit(30).collect()
+    txn = data["transactions"]
     made.append(charts.stacked_bars(
         [str(r["transactional_id"]) for r in txn],
         {"committed": [r["committed"] for r in txn], "aborted": [r["aborted"] for r in txn],
          "open": [r["open"] for r in txn]},
         os.path.join(directory, "transactions.png"), "Transactions by transactional id",
         "transactions"))
-    pairs = tables["client_broker"]
-    clients = [r["client_id"] for r in pairs.groupBy("client_id").agg(
-        F.sum("exchanges").alias("n")).orderBy(F.desc("n"), "client_id").limit(15).collect()]
-    brokers = [r["broker"] for r in pairs.groupBy("broker").agg(
-        F.sum("exchanges").alias("n")).orderBy(F.desc("n"), "broker").limit(12).collect()]
+    clients, brokers = data["clients"], data["brokers"]
     cells: dict[tuple[Any, Any], float] = {}
-    for r in pairs.filter(F.col("broker").isin(brokers)).collect():
+    for r in data["pairs"]:
         if r["client_id"] in clients:
             key = (r["client_id"], r["broker"])
             cells[key] = cells.get(key, 0) + r["exchanges"]
@@ -352,9 +377,12 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     if out is None:
         return result
     with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
-        for name, df in tables.items():
-            output.write_table(df, out, name)
-            result.written.append(name)
+        # Several small write jobs at once: each is mostly scheduling and commit latency,
+        # which overlaps; Spark runs jobs of several threads side by side.
+        with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool:
+            for name in pool.map(lambda item: (output.write_table(item[1], out, item[0]),
+                                               item[0])[1], list(tables.items())):
+                result.written.append(name)
     local_dir = report_dir if output.is_remote(out) else output.local_path(out)
     if local_dir is None:
         return result

@@ -81,7 +81,8 @@ def test_one_bad_file_among_good_ones_is_named(tmp_path: Path, capsys) -> None: 
     assert code == 2 and len(err) == 1 and str(folder / "b.csv") in err[0]
 
 
-def test_parquet_without_the_exchange_columns_is_refused(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_parquet_without_the_exchange_columns_is_refused(tmp_path: Path,
+                                                        capsys) -> None:  # noqa: ANN001
     table = tmp_path / "t.parquet"
     fake_parquet(table, ("name", "value"))
     code, err = run_cli(["analyze", str(table), "-o", str(tmp_path / "o")], capsys)
