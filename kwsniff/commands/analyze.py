@@ -64,11 +64,13 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--driver-memory", metavar="SIZE", default=None,
                        help="driver memory when Spark is started here, e.g. 8g (local mode "
                             "default 4g; in local mode the driver also runs the tasks)")
+    group.add_argument("--verbose", action="store_true",
+                       help="show the JVM's and Spark's warnings (default: errors only)")
 
 
 def session_options(args: argparse.Namespace) -> dict[str, object]:
     return {"conf": dict(args.conf), "shuffle_partitions": args.shuffle_partitions,
-            "driver_memory": args.driver_memory}
+            "driver_memory": args.driver_memory, "quiet": not args.verbose}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,20 +99,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kwsniff.spark.analyze import run_analysis
-    from kwsniff.spark.jobs import AnalysisOptions
-    from kwsniff.spark.load import check_inputs
-    from kwsniff.spark.session import session_scope
+    from kwsniff.spark.input_check import check_exports, local_input_bytes
 
-    check_inputs(args.exports)
+    # Before PySpark is imported and the JVM started: a wrong input costs one line.
+    check_exports(args.exports, args.format)
     if args.out in ("", "-"):
         raise UserError("--out needs a directory")
+    from kwsniff.spark.analyze import run_analysis
+    from kwsniff.spark.jobs import AnalysisOptions
+    from kwsniff.spark.progress import Progress
+    from kwsniff.spark.session import partitions_for, session_scope
+
     options = AnalysisOptions(bucket=args.bucket, accuracy=args.accuracy)
     started = time.monotonic()
-    with session_scope(args.master, "kwsniff analyze", **session_options(args)) as spark:
+    settings = session_options(args)
+    if settings["shuffle_partitions"] is None \
+            and "spark.sql.shuffle.partitions" not in settings["conf"]:
+        # small inputs, few partitions: each one is a task per stage of every job
+        settings["shuffle_partitions"] = partitions_for(local_input_bytes(args.exports),
+                                                        args.master)
+    print("starting Spark ...", file=sys.stderr, flush=True)
+    with session_scope(args.master, "kwsniff analyze", **settings) as spark:
+        print(f"Spark started in {time.monotonic() - started:.1f} s", file=sys.stderr,
+              flush=True)
         try:
             result = run_analysis(spark, list(args.exports), args.out, options, fmt=args.format,
-                                  charts=args.charts, top=args.top, report_dir=args.report_dir)
+                                  charts=args.charts, top=args.top, report_dir=args.report_dir,
+                                  progress=Progress(0))
         except UserError:
             raise
         except Exception as err:  # noqa: BLE001 - Spark errors: report their first line

@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kwsniff.commands.decode import engine_options
+    from kwsniff.spark.input_check import check_captures
+
+    check_captures(args.captures)       # before the JVM starts
     from kwsniff.spark.session import session_scope
     from kwsniff.spark.spark_decode import run_spark_decode
 

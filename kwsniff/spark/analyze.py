@@ -19,30 +19,39 @@ import math
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kwsniff.spark import output
 from kwsniff.spark.jobs import AnalysisOptions, errors, groups, latency, matrix, producers, traffic
 from kwsniff.spark.load import Exports, load_exports
-from kwsniff.spark.tables import html_table, text_table
+from kwsniff.spark.progress import Progress
+from kwsniff.spark.tables import SORT_SCRIPT, html_table, text_table
 
 JOBS = (latency, traffic, errors, groups, producers, matrix)
 CHART_MODES = ("png", "html", "both", "none")
 MAX_POINTS = 600          # time-series points per chart line
+WRITERS = 4               # tables written concurrently
+HTML_ROWS = 5000          # rows per table in report.html (the printed summary shows --top)
 TOP_SERIES = 8            # lines per time-series chart
 
 
 @dataclass
 class Section:
+    """One summary table: ``rows`` are the first rows of the table (up to HTML_ROWS: the
+    HTML report shows them all), ``total`` its row count, ``top`` how many the text
+    summary prints."""
+
     title: str
     columns: list[str]
     rows: list[tuple[Any, ...]]
     total: int
+    top: int | None = None
 
 
 @dataclass
@@ -91,9 +100,12 @@ SUMMARY: tuple[tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame]
      ("ts", "group_id", "event", "member_id", "generation", "error_name", "client_id"), None),
     ("Consumer lag at commit time", "consumer_lag_summary",
      ("group_id", "topic", "partition", "commits", "last_lag", "max_lag", "last_ts"), None),
-    ("Producers", "producers",
-     ("producer_id", "kind", "transactional_ids", "client_ids", "produce_requests", "records",
-      "commits", "aborts", "first_ts"), None),
+    ("Producers (every client that sent Produce requests)", "producing_clients",
+     ("client_id", "topics", "produce_requests", "records", "bytes", "batches", "acks",
+      "codecs", "producer_ids", "epochs"), None),
+    ("Producer ids (idempotent and transactional)", "producers",
+     ("producer_id", "kind", "transactional_ids", "epochs", "client_ids", "produce_requests",
+      "records", "commits", "aborts", "first_ts"), None),
     ("Transactions", "transactions_summary",
      ("transactional_id", "transactions", "committed", "aborted", "open", "mean_duration_ms",
       "max_duration_ms"), None),
@@ -110,7 +122,7 @@ def _overview(exports: Exports, tables: dict[str, DataFrame]) -> tuple[Section, 
                  F.countDistinct("capture").alias("captures"),
                  F.countDistinct(F.struct("capture", "stream")).alias("connections"),
                  F.sum("problem_count").alias("problems")).collect()[0]
-    records = exports.records.count()
+    records = exports.record_lines
     statuses: dict[str, int] = {}
     for r in tables["statuses"].collect():
         statuses[r["status"]] = statuses.get(r["status"], 0) + r["exchanges"]
@@ -137,28 +149,27 @@ def _utc(ts: float | None) -> str:
         + " UTC"
 
 
-def _sections(tables: dict[str, DataFrame], top: int) -> list[Section]:
-    out = []
-    for title, name, columns, order in SUMMARY:
-        df = tables[name]
-        if order is not None:
-            df = order(df)
-        rows = [tuple(r[c] for c in columns) for r in df.limit(top).collect()]
-        total = tables[name].count() if len(rows) == top else len(rows)
-        out.append(Section(title, list(columns), rows, total))
-    return out
+def _section(spec: tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame] | None],
+             df: DataFrame, top: int) -> Section:
+    """One summary table: its first max(top, HTML_ROWS) rows in one action (a count
+    only when there are more)."""
+    title, _name, columns, order = spec
+    ordered = order(df) if order is not None else df
+    limit = max(top, HTML_ROWS)
+    rows = [tuple(r[c] for c in columns)
+            for r in ordered.select(*columns).limit(limit + 1).collect()]
+    total = len(rows) if len(rows) <= limit else df.count()
+    return Section(title, list(columns), rows[:limit], total, top)
 
 
 # ------------------------------------------------------------------------------- charts
 
-def chart_step(df: DataFrame, epoch: str, bucket: float) -> float:
-    """Seconds per chart point: ``bucket``, or a multiple of it keeping a line of the
-    whole span under MAX_POINTS points."""
-    bounds = df.agg(F.min(epoch).alias("lo"), F.max(epoch).alias("hi")).collect()[0]
-    if bounds["lo"] is None:
+def chart_step(span: float | None, bucket: float) -> float:
+    """Seconds per chart point: ``bucket``, or a multiple of it keeping a line over
+    ``span`` seconds (the whole capture) under MAX_POINTS points."""
+    if not span or span <= 0:
         return bucket
-    span = float(bounds["hi"] - bounds["lo"])
-    return max(bucket, math.ceil(span / MAX_POINTS / bucket) * bucket if span else bucket)
+    return max(bucket, math.ceil(span / MAX_POINTS / bucket) * bucket)
 
 
 def _per(step: float) -> str:
@@ -168,12 +179,14 @@ def _per(step: float) -> str:
 
 def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
             agg: Callable[[Any], Any] = F.sum) -> dict[str, tuple[list[float], list[float]]]:
-    """The top series of ``df`` (by total ``value``), aggregated per ``step`` seconds."""
+    """The top TOP_SERIES series of ``df`` (by total ``value``), aggregated per ``step``
+    seconds; only buckets with data (the chart fills or breaks the rest). One action."""
     coarse = df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
         .groupBy(key, "_x").agg(agg(value).alias("_y"))
-    leaders = [r[key] for r in coarse.groupBy(key).agg(F.sum("_y").alias("t"))
-               .orderBy(F.desc("t"), key).limit(TOP_SERIES).collect()]
-    rows = coarse.filter(F.col(key).isin(leaders)).orderBy(key, "_x").collect()
+    ranked = coarse.groupBy(key).agg(F.sum("_y").alias("_t")).withColumn(
+        "_rank", F.row_number().over(Window.orderBy(F.desc("_t"), F.col(key).asc_nulls_last())))
+    leaders = ranked.filter(F.col("_rank") <= TOP_SERIES).select(key, "_rank")
+    rows = coarse.join(F.broadcast(leaders), key).orderBy("_rank", "_x").collect()
     out: dict[str, tuple[list[float], list[float]]] = {}
     for r in rows:
         xs, ys = out.setdefault(str(r[key]), ([], []))
@@ -182,39 +195,10 @@ def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
     return out
 
 
-def _charts(tables: dict[str, DataFrame], directory: str, bucket: float) -> list[str]:
-    from kwsniff.spark import charts
-
-    os.makedirs(directory, exist_ok=True)
-    made: list[str | None] = []
-    lat = tables["latency_by_api"].limit(20).collect()
-    made.append(charts.latency_bars(
-        [f"{r['api_name']} v{r['api_version']}" if r["api_version"] is not None
-         else str(r["api_name"]) for r in lat],
-        [r["p50_ms"] for r in lat], [r["p90_ms"] for r in lat], [r["p99_ms"] for r in lat],
-        [r["max_ms"] for r in lat], os.path.join(directory, "latency_by_api.png")))
-    per_api = tables["requests_over_time"]
-    step = chart_step(per_api, "bucket_epoch", bucket)
-    made.append(charts.time_series(
-        _series(per_api, "api_name", "requests", "bucket_epoch", step),
-        os.path.join(directory, "requests_over_time.png"),
-        f"Requests per {_per(step)} by API", "requests"))
+def _chart_data(tables: dict[str, DataFrame], step: float) -> dict[str, Any]:
+    """Everything the charts draw, collected from the result tables (several Spark
+    actions at once from a few threads: each is small and mostly latency)."""
     thr = tables["throughput"]
-    step = chart_step(thr, "bucket_epoch", bucket)
-    panels = {title: _series(thr.filter(F.col("direction") == direction), "topic", "records",
-                             "bucket_epoch", step)
-              for direction, title in (
-                  ("produce", f"records produced per {_per(step)}, by topic"),
-                  ("fetch", f"records fetched by consumers per {_per(step)}, by topic"),
-                  ("replica-fetch",
-                   f"records replicated to followers per {_per(step)}, by topic"))}
-    made.append(charts.time_series({}, os.path.join(directory, "throughput.png"),
-                                   "Throughput", "records", panels=panels))
-    err = tables["errors_by_code"].limit(20).collect()
-    made.append(charts.bars([str(r["error_name"]) for r in err],
-                            [r["occurrences"] for r in err],
-                            os.path.join(directory, "errors.png"), "Errors by code",
-                            "occurrences"))
     lag = tables["fetch_lag"].withColumn(
         "series", F.concat_ws(" ", F.coalesce("client_id", F.lit("-")),
                               F.concat("topic", F.lit("["), F.col("partition").cast("string"),
@@ -223,34 +207,86 @@ def _charts(tables: dict[str, DataFrame], directory: str, bucket: float) -> list
         "series", F.concat_ws(" ", "group_id", F.concat("topic", F.lit("["),
                                                         F.col("partition").cast("string"),
                                                         F.lit("]"))))
-    lag_step = chart_step(lag, "bucket_epoch", bucket)
-    commit_step = chart_step(commits, "ts", bucket)
+    pairs = tables["client_broker"]
+
+    def leaders(key: str, n: int) -> list[Any]:
+        return [r[key] for r in pairs.groupBy(key).agg(F.sum("exchanges").alias("n"))
+                .orderBy(F.desc("n"), key).limit(n).collect()]
+
+    queries: dict[str, Callable[[], Any]] = {
+        "latency": lambda: tables["latency_by_api"].limit(20).collect(),
+        "requests": lambda: _series(tables["requests_over_time"], "api_name", "requests",
+                                    "bucket_epoch", step),
+        **{f"thr-{d}": (lambda d=d: _series(thr.filter(F.col("direction") == d), "topic",
+                                            "records", "bucket_epoch", step))
+           for d in ("produce", "fetch", "replica-fetch")},
+        "errors": lambda: tables["errors_by_code"].limit(20).collect(),
+        "lag": lambda: _series(lag, "series", "max_lag", "bucket_epoch", step, F.max),
+        "commits": lambda: _series(commits, "series", "committed_offset", "ts", step, F.max),
+        "generations": lambda: tables["group_generations"]
+        .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start").limit(30).collect(),
+        "transactions": lambda: tables["transactions_summary"].limit(30).collect(),
+        "clients": lambda: leaders("client_id", 15),
+        "brokers": lambda: leaders("broker", 12),
+    }
+    with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-charts") as pool:
+        futures = {name: pool.submit(query) for name, query in queries.items()}
+        data = {name: future.result() for name, future in futures.items()}
+    data["pairs"] = pairs.filter(F.col("broker").isin(data["brokers"])).collect() \
+        if data["brokers"] else []
+    return data
+
+
+def _charts(tables: dict[str, DataFrame], directory: str, bucket: float,
+            counts: dict[str, Any]) -> list[str]:
+    from kwsniff.spark import charts
+
+    os.makedirs(directory, exist_ok=True)
+    first, last = counts.get("first_ts"), counts.get("last_ts")
+    step = chart_step(last - first if first is not None and last is not None else None, bucket)
+    data = _chart_data(tables, step)
+    made: list[str | None] = []
+    lat = data["latency"]
+    made.append(charts.latency_bars(
+        [f"{r['api_name']} v{r['api_version']}" if r["api_version"] is not None
+         else str(r["api_name"]) for r in lat],
+        [r["p50_ms"] for r in lat], [r["p90_ms"] for r in lat], [r["p99_ms"] for r in lat],
+        [r["max_ms"] for r in lat], os.path.join(directory, "latency_by_api.png")))
+    made.append(charts.time_series(
+        data["requests"], os.path.join(directory, "requests_over_time.png"),
+        f"Requests per {_per(step)} by API", "requests", step=step))
+    panels = {f"records produced per {_per(step)}, by topic": data["thr-produce"],
+              f"records fetched by consumers per {_per(step)}, by topic": data["thr-fetch"],
+              f"records replicated to followers per {_per(step)}, by topic":
+                  data["thr-replica-fetch"]}
+    made.append(charts.time_series({}, os.path.join(directory, "throughput.png"),
+                                   "Throughput", "records", panels=panels, step=step))
+    err = data["errors"]
+    made.append(charts.bars([str(r["error_name"]) for r in err],
+                            [r["occurrences"] for r in err],
+                            os.path.join(directory, "errors.png"), "Errors by code",
+                            "occurrences"))
     made.append(charts.time_series({}, os.path.join(directory, "consumers.png"), "Consumers",
                                    "messages", panels={
-        f"consumer fetch lag (high watermark - fetch offset), max per {_per(lag_step)}":
-            _series(lag, "series", "max_lag", "bucket_epoch", lag_step, F.max),
-        f"committed offsets, highest per {_per(commit_step)}":
-            _series(commits, "series", "committed_offset", "ts", commit_step, F.max)}))
-    gens = tables["group_generations"].filter(F.col("rebalance_ms").isNotNull()) \
-        .orderBy("join_start").limit(30).collect()
+        f"consumer fetch lag (high watermark - fetch offset), max per {_per(step)}":
+            data["lag"],
+        f"committed offsets, highest per {_per(step)}": data["commits"]},
+        step=step, fill="hold"))
+    gens = data["generations"]
     made.append(charts.bars([f"{r['group_id']} gen {r['generation']}" for r in gens],
                             [r["rebalance_ms"] for r in gens],
                             os.path.join(directory, "rebalances.png"),
                             "Rebalance duration (first JoinGroup -> last SyncGroup)", "ms"))
-    txn = tables["transactions_summary"].limit(30).collect()
+    txn = data["transactions"]
     made.append(charts.stacked_bars(
         [str(r["transactional_id"]) for r in txn],
         {"committed": [r["committed"] for r in txn], "aborted": [r["aborted"] for r in txn],
          "open": [r["open"] for r in txn]},
         os.path.join(directory, "transactions.png"), "Transactions by transactional id",
         "transactions"))
-    pairs = tables["client_broker"]
-    clients = [r["client_id"] for r in pairs.groupBy("client_id").agg(
-        F.sum("exchanges").alias("n")).orderBy(F.desc("n"), "client_id").limit(15).collect()]
-    brokers = [r["broker"] for r in pairs.groupBy("broker").agg(
-        F.sum("exchanges").alias("n")).orderBy(F.desc("n"), "broker").limit(12).collect()]
+    clients, brokers = data["clients"], data["brokers"]
     cells: dict[tuple[Any, Any], float] = {}
-    for r in pairs.filter(F.col("broker").isin(brokers)).collect():
+    for r in data["pairs"]:
         if r["client_id"] in clients:
             key = (r["client_id"], r["broker"])
             cells[key] = cells.get(key, 0) + r["exchanges"]
@@ -264,7 +300,8 @@ def _charts(tables: dict[str, DataFrame], directory: str, bucket: float) -> list
 # ------------------------------------------------------------------------------ reports
 
 def render_text(sections: list[Section]) -> str:
-    return "\n\n".join(text_table(s.title, s.columns, s.rows, s.total) for s in sections) + "\n"
+    return "\n\n".join(text_table(s.title, s.columns, s.rows[:s.top] if s.top else s.rows,
+                                   s.total) for s in sections) + "\n"
 
 
 def render_html(sections: list[Section], pngs: list[str], title: str) -> str:
@@ -273,6 +310,8 @@ def render_html(sections: list[Section], pngs: list[str], title: str) -> str:
              "table{border-collapse:collapse;margin-bottom:1.5em;font-size:13px}"
              "th,td{border:1px solid #ccc;padding:3px 8px}th{background:#f0f0f0}"
              "td.num{text-align:right;font-variant-numeric:tabular-nums}"
+             "div.scroll{max-height:32em;overflow:auto;margin-bottom:1.5em;display:inline-block}"
+             "div.scroll table{margin-bottom:0}th{position:sticky;top:0;cursor:pointer}"
              "img{max-width:100%;border:1px solid #eee;margin:0.5em 0 1.5em}"
              "p.more,p.none{color:#777;font-size:12px}")
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
@@ -287,33 +326,63 @@ def render_html(sections: list[Section], pngs: list[str], title: str) -> str:
                          f"src='data:image/png;base64,{data}'></figure>")
     parts.append("<h2>Tables</h2>")
     parts.extend(html_table(s.title, s.columns, s.rows, s.total) for s in sections)
-    parts.append("</body></html>")
+    parts.append(f"<script>{SORT_SCRIPT}</script></body></html>")
     return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------------- run
 
+JOB_TITLES = {latency: "latency", traffic: "throughput", errors: "errors",
+              groups: "consumer groups", producers: "producers", matrix: "client x broker matrix"}
+
+
+def _count_steps(out: str | None, charts: str, report_dir: str | None) -> int:
+    steps = 1 + len(JOBS) + 1            # read, jobs, overview
+    if out is None:
+        return steps
+    steps += 1                           # write tables
+    if output.is_remote(out) and report_dir is None:
+        return steps
+    return steps + (1 if charts != "none" else 0) + (1 if charts in ("html", "both") else 0)
+
+
 def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
                  options: AnalysisOptions | None = None, *, fmt: str = "auto",
-                 charts: str = "both", top: int = 10, report_dir: str | None = None
-                 ) -> AnalysisResult:
-    """Run all jobs over ``inputs`` (see the module contract)."""
+                 charts: str = "both", top: int = 10, report_dir: str | None = None,
+                 progress: Progress | None = None) -> AnalysisResult:
+    """Run all jobs over ``inputs`` (see the module contract); ``progress`` reports one
+    line per step (reading, each job, summary, writing, charts, report)."""
     opts = options or AnalysisOptions()
-    exports = load_exports(spark, inputs, fmt)
+    steps = progress if progress is not None else Progress.off()
+    steps.total = _count_steps(out, charts, report_dir)
+    with steps.step("read exports"):
+        exports = load_exports(spark, inputs, fmt)
     tables: dict[str, DataFrame] = {}
-    for job in JOBS:
-        for name, df in job.compute(exports, opts).items():
-            tables[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
     result = AnalysisResult(tables, [], "", {}, exports=exports)
-    overview, counts = _overview(exports, tables)
+    specs = {spec[1]: spec for spec in SUMMARY}
+    sections: dict[str, Section] = {}
+    for job in JOBS:
+        # The job's summary tables are computed here (the step's time is the job's);
+        # its other tables are computed from the same cached inputs when written.
+        with steps.step(JOB_TITLES[job]):
+            for name, df in job.compute(exports, opts).items():
+                tables[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
+                if name in specs:
+                    sections[name] = _section(specs[name], tables[name], top)
+    with steps.step("input overview"):
+        overview, counts = _overview(exports, tables)
     result.counts = counts
-    result.sections = [overview] + _sections(tables, top)
+    result.sections = [overview] + [sections[spec[1]] for spec in SUMMARY]
     result.summary = render_text(result.sections)
     if out is None:
         return result
-    for name, df in tables.items():
-        output.write_table(df, out, name)
-        result.written.append(name)
+    with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
+        # Several small write jobs at once: each is mostly scheduling and commit latency,
+        # which overlaps; Spark runs jobs of several threads side by side.
+        with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool:
+            for name in pool.map(lambda item: (output.write_table(item[1], out, item[0]),
+                                               item[0])[1], list(tables.items())):
+                result.written.append(name)
     local_dir = report_dir if output.is_remote(out) else output.local_path(out)
     if local_dir is None:
         return result
@@ -326,10 +395,12 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     if os.path.exists(report):
         os.remove(report)
     if charts != "none":
-        result.charts = _charts(tables, chart_dir, opts.bucket)
+        with steps.step("charts"):
+            result.charts = _charts(tables, chart_dir, opts.bucket, counts)
     if charts in ("html", "both"):
-        with open(report, "w", encoding="utf-8") as fh:
-            fh.write(render_html(result.sections, result.charts, "kwsniff analysis"))
+        with steps.step("HTML report"):
+            with open(report, "w", encoding="utf-8") as fh:
+                fh.write(render_html(result.sections, result.charts, "kwsniff analysis"))
     if charts == "html":
         shutil.rmtree(chart_dir, ignore_errors=True)
         result.charts = []

@@ -9,6 +9,7 @@ seconds, shown in UTC.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 DPI = 110
 WIDE = (11.0, 5.5)
+#: Empty buckets a line is drawn through (zero-filled or held); a longer gap is a break.
+MAX_GAP_BUCKETS = 5
+FILLS = ("zero", "hold")
 
 
 def _save(fig: Any, path: str) -> str:
@@ -60,12 +64,52 @@ def latency_bars(labels: Sequence[str], p50: Sequence[float], p90: Sequence[floa
     return _save(fig, path)
 
 
+def with_gaps(xs: Sequence[float], ys: Sequence[float], step: float | None,
+              fill: str = "zero", max_gap: int = MAX_GAP_BUCKETS
+              ) -> tuple[list[float], list[float]]:
+    """The points of one series (sorted bucket starts ``xs``, ``step`` seconds apart when
+    contiguous) ready to draw: with ``fill="zero"`` (counts) every empty bucket of a gap
+    of at most ``max_gap`` buckets becomes a 0 point; a longer gap drops to 0 in its first
+    and last empty bucket and is a break (a NaN point) in between. With ``fill="hold"``
+    (levels, drawn as steps) short gaps are left to the step line and a long gap is a
+    break one bucket after its last point. Without ``step`` the points are returned as they are."""
+    if not step or not xs:
+        return list(xs), list(ys)
+    out_x: list[float] = [xs[0]]
+    out_y: list[float] = [ys[0]]
+    for x, y in zip(xs[1:], ys[1:]):
+        prev = out_x[-1]          # the previous data point
+        missing = round((x - prev) / step) - 1
+        if missing > 0:
+            if missing <= max_gap:
+                if fill == "zero":
+                    for k in range(1, missing + 1):
+                        out_x.append(prev + k * step)
+                        out_y.append(0.0)
+            else:
+                if fill == "zero":
+                    out_x.append(prev + step)
+                    out_y.append(0.0)
+                # the break: mid-gap for counts; for levels (steps) right after the
+                # last bucket, so the level is not drawn on into the empty time
+                out_x.append((prev + x) / 2 if fill == "zero" else prev + step)
+                out_y.append(math.nan)
+                if fill == "zero":
+                    out_x.append(x - step)
+                    out_y.append(0.0)
+        out_x.append(x)
+        out_y.append(y)
+    return out_x, out_y
+
+
 def time_series(series: dict[str, tuple[Sequence[float], Sequence[float]]], path: str,
                 title: str, ylabel: str, panels: dict[str, dict[str, tuple[Sequence[float],
                                                                       Sequence[float]]]]
-                | None = None) -> str | None:
+                | None = None, *, step: float | None = None, fill: str = "zero"
+                ) -> str | None:
     """Lines over time, one per series; ``panels`` draws several stacked panels instead
-    (panel title -> series)."""
+    (panel title -> series). With ``step`` (seconds per bucket) empty buckets are filled
+    or drawn as breaks (:func:`with_gaps`); ``fill="hold"`` draws levels as steps."""
     groups = panels if panels is not None else {title: series}
     groups = {k: v for k, v in groups.items() if v}
     if not groups:
@@ -75,7 +119,9 @@ def time_series(series: dict[str, tuple[Sequence[float], Sequence[float]]], path
     for ax, (name, lines) in zip(axes[:, 0], groups.items()):
         for label, (xs, ys) in lines.items():
             marker = "o" if len(xs) < 30 else None
-            ax.plot(_times(xs), ys, label=label, marker=marker, markersize=3, linewidth=1.2)
+            px, py = with_gaps(xs, ys, step, fill)
+            ax.plot(_times(px), py, label=label, marker=marker, markersize=3, linewidth=1.2,
+                    drawstyle="steps-post" if fill == "hold" else "default")
         ax.set_title(name, fontsize=10)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)

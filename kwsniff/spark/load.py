@@ -244,10 +244,12 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
     # min/max statistics per batch, so the many per-API filters of the jobs skip most
     # batches instead of scanning every row.
     base = base.sortWithinPartitions("kind", "protocol", "api_key").persist(storage)
-    counts = {r["kind"]: r["n"] for r in
-              base.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
-    bad_exchanges = base.filter((F.col("kind") == "exchange")
-                                & (F.col("ts").isNull() | F.col("index").isNull())).count()
+    # one action: the lines of every kind and the exchange lines without ts/index
+    bad = (F.col("kind") == "exchange") & (F.col("ts").isNull() | F.col("index").isNull())
+    by_kind = base.groupBy("kind").agg(F.count(F.lit(1)).alias("n"),
+                                       F.sum(F.when(bad, 1).otherwise(0)).alias("bad")).collect()
+    counts = {r["kind"]: r["n"] for r in by_kind}
+    bad_exchanges = sum(r["bad"] or 0 for r in by_kind)
     exchanges, records = _split(base)
     unknown = sum(n for kind, n in counts.items()
                   if kind not in ("exchange", "record", "summary", "_invalid", "_foreign"))

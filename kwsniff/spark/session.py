@@ -7,9 +7,15 @@ Contract:
   ``master`` when given, else the one ``spark-submit`` passed (the JVM already runs), else
   ``local[*]``.
 * Local masters get kwsniff's defaults: this Python for the workers, UTC session time,
-  ``shuffle_partitions`` shuffle partitions (default: 2 x cores), no web UI, quiet logs,
-  and ``driver_memory`` (which is also the executors' memory in local mode). Every
-  ``conf`` entry is applied last and wins.
+  ``shuffle_partitions`` shuffle partitions (default: 2 x cores), no web UI, and
+  ``driver_memory`` (which is also the executors' memory in local mode). Every
+  ``conf`` entry is applied last and wins. Adaptive query execution is on (with
+  partition coalescing) on every master.
+* Logs: with ``quiet`` (the default) a driver JVM started here gets a log4j2
+  configuration (:data:`QUIET_LOG4J2`, through ``-Dlog4j2.configurationFile``) that
+  prints only errors, and the session's level is ERROR; ``quiet=False`` (``--verbose``)
+  keeps Spark's own configuration at WARN. The JVM's own start-up notes (e.g. "Using
+  incubator modules") are not log4j output and still appear.
 * On a non-local master the kwsniff package is zipped and shipped to the executors
   (``addPyFile``), so workers need only Python and kwsniff's own dependencies
   (cramjam, lz4, zstandard, crc32c for ``spark-decode``; nothing extra for ``analyze``).
@@ -32,6 +38,34 @@ from kwsniff.errors import UserError
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_LOCAL_DRIVER_MEMORY = "4g"
+QUIET_LOG4J2 = """\
+# kwsniff: Spark's log lines go to standard error, errors only (--verbose: Spark's own).
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+# the level Spark gives an interactive (PySpark) driver: configured, so Spark neither
+# lowers it to WARN nor prints "Setting default log level"
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+"""
+
+
+def quiet_log4j2_file() -> str:
+    """A file holding :data:`QUIET_LOG4J2` (written once per process)."""
+    global _QUIET_FILE
+    if _QUIET_FILE is None or not os.path.exists(_QUIET_FILE):
+        fd, path = tempfile.mkstemp(prefix="kwsniff-log4j2-", suffix=".properties")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(QUIET_LOG4J2)
+        _QUIET_FILE = path
+    return _QUIET_FILE
+
+
+_QUIET_FILE: str | None = None
 
 
 def is_local_master(master: str | None) -> bool:
@@ -54,9 +88,24 @@ def _local_cores(master: str) -> int:
         return os.cpu_count() or 1
 
 
+#: Input bytes per shuffle partition when sizing them to the data (local mode).
+BYTES_PER_PARTITION = 64 << 20
+
+
+def partitions_for(input_bytes: int | None, master: str | None) -> int | None:
+    """Shuffle partitions for ``input_bytes`` of input on a local master: one per
+    BYTES_PER_PARTITION, at least 1, at most 2 x cores (None: not local, or size
+    unknown — Spark's/kwsniff's default applies)."""
+    if input_bytes is None or not is_local_master(master) \
+            or (master is None and _under_spark_submit()):
+        return None
+    cores = _local_cores(master or DEFAULT_MASTER)
+    return max(1, min(2 * cores, -(-input_bytes // BYTES_PER_PARTITION)))
+
+
 def spark_session(master: str | None = None, app_name: str = "kwsniff", *,
                   conf: dict[str, str] | None = None, shuffle_partitions: int | None = None,
-                  driver_memory: str | None = None, log_level: str = "WARN") -> Any:
+                  driver_memory: str | None = None, quiet: bool = True) -> Any:
     """The SparkSession to run on (see the module contract)."""
     from pyspark.sql import SparkSession
 
@@ -76,7 +125,12 @@ def spark_session(master: str | None = None, app_name: str = "kwsniff", *,
         from pyspark import SparkConf
         effective = SparkConf().get("spark.master", DEFAULT_MASTER)
         local = is_local_master(effective)
-    settings: dict[str, str] = {"spark.sql.session.timeZone": "UTC"}
+    settings: dict[str, str] = {"spark.sql.session.timeZone": "UTC",
+                                "spark.sql.adaptive.enabled": "true",
+                                "spark.sql.adaptive.coalescePartitions.enabled": "true"}
+    if quiet and not _under_spark_submit():
+        settings["spark.driver.extraJavaOptions"] = \
+            f"-Dlog4j2.configurationFile=file:{quiet_log4j2_file()}"
     if local:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings.update({
@@ -100,7 +154,7 @@ def spark_session(master: str | None = None, app_name: str = "kwsniff", *,
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"cannot start Spark (master {effective}): {first}; Spark needs "
                         "Java 17 or later (JAVA_HOME or java on PATH)") from None
-    spark.sparkContext.setLogLevel(log_level)
+    spark.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     if not local:
         ship_package(spark)
     return spark

@@ -2,7 +2,8 @@
 
 Contract: :func:`format_cell` renders one value the same way everywhere (floats with 3
 decimals, ``*_ms`` columns with 2 as ``decode`` and ``stats`` print milliseconds, no
-thousands separators in floats; epoch-second columns named ``*ts``/``*_start``/``*_end`` as UTC times,
+thousands separators in floats; epoch-second columns named ``ts``/``*_ts``/``*_start``/``*_end``
+as UTC times,
 counts (``*bytes``, ``*records``, ``*requests``, ...) with thousands separators, lists
 joined with ``,``, None as ``-``); :func:`text_table` lays out rows under a title
 with aligned columns (numbers right-aligned) and says how many rows were left out;
@@ -16,7 +17,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-TIME_SUFFIXES = ("ts", "_start", "_end")
+TIME_SUFFIXES = ("_ts", "_start", "_end")   # "requests" is not a time
 COUNT_SUFFIXES = ("bytes", "records", "requests", "exchanges", "occurrences", "fetches")
 
 
@@ -78,21 +79,50 @@ def text_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
     return "\n".join(lines)
 
 
+#: Sorting for the tables of :func:`html_table` (click a header; numbers by value).
+SORT_SCRIPT = """
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  table.querySelectorAll('th').forEach(function (th, col) {
+    th.addEventListener('click', function () {
+      var body = table.tBodies[0], rows = Array.from(body.rows);
+      var dir = th.dataset.dir === 'asc' ? -1 : 1; th.dataset.dir = dir > 0 ? 'asc' : 'desc';
+      rows.sort(function (a, b) {
+        var x = a.cells[col], y = b.cells[col];
+        if (x.dataset.v !== undefined && y.dataset.v !== undefined)
+          return dir * (parseFloat(x.dataset.v) - parseFloat(y.dataset.v));
+        return dir * x.textContent.localeCompare(y.textContent);
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
+
+
 def html_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                total: int | None = None) -> str:
+    """The whole table (every row given) in a scrollable box, sortable by a click on a
+    header (:data:`SORT_SCRIPT`); numeric cells right-aligned (class ``num``, their value
+    in ``data-v``)."""
     parts = [f"<h3>{html.escape(title)}</h3>"]
     if not rows:
         parts.append("<p class='none'>(none)</p>")
         return "\n".join(parts)
     right = [_numeric([row[i] for row in rows]) and not is_time_column(columns[i])
              for i in range(len(columns))]
-    parts.append("<table><thead><tr>" + "".join(
-        f"<th>{html.escape(c)}</th>" for c in columns) + "</tr></thead><tbody>")
+    parts.append("<div class='scroll'><table class='sortable'><thead><tr>" + "".join(
+        f"<th title='sort'>{html.escape(c)}</th>" for c in columns) + "</tr></thead><tbody>")
+
+    def cell(c: str, v: Any, r: bool) -> str:
+        text = html.escape(format_cell(c, v))
+        if r:
+            value = f" data-v='{v!r}'" if v is not None else " data-v='-Infinity'"
+            return f"<td class='num'{value}>{text}</td>"
+        return f"<td class='txt'>{text}</td>"
     for row in rows:
-        parts.append("<tr>" + "".join(
-            f"<td class='{'num' if r else 'txt'}'>{html.escape(format_cell(c, v))}</td>"
-            for c, v, r in zip(columns, row, right)) + "</tr>")
-    parts.append("</tbody></table>")
+        parts.append("<tr>" + "".join(cell(c, v, r) for c, v, r in zip(columns, row, right))
+                     + "</tr>")
+    parts.append("</tbody></table></div>")
     if total is not None and total > len(rows):
         parts.append(f"<p class='more'>({total - len(rows)} more rows in the CSV/Parquet "
                      "output)</p>")

@@ -278,6 +278,40 @@ def test_producers(tables, reference) -> None:
     assert len(idem) == 1 and idem[0]["kind"] == "idempotent" and idem[0]["records"] > 0
 
 
+def test_producing_clients_cover_every_produce_request(tables, reference) -> None:
+    expected: dict = {}
+    for ex in reference.exchanges:
+        if ex.get("protocol") != "kafka" or ex["api_name"] != "Produce" or not ex["request"]:
+            continue
+        want = expected.setdefault(ex.get("client_id"), {
+            "requests": 0, "records": 0, "bytes": 0, "batches": 0, "acks": set(),
+            "codecs": set(), "topics": set()})
+        want["requests"] += 1
+        want["acks"].add(ex["request"]["Acks"])
+        for td in ex["request"]["TopicData"]:
+            want["topics"].add(ref.topic_name(td, "Name"))
+            for pd in td["PartitionData"]:
+                rs = pd["Records"] or {}
+                want["records"] += rs.get("record_count", 0)
+                want["bytes"] += rs.get("size", 0)
+                want["batches"] += rs.get("batch_count", 0)
+                want["codecs"].update(rs.get("codecs") or [])
+    got = {r["client_id"]: r for r in tables["producing_clients"]}
+    assert set(got) == set(expected) and len(expected) >= 5
+    for client, want in expected.items():
+        row = got[client]
+        assert (row["produce_requests"], row["records"], row["bytes"], row["batches"]) == \
+            (want["requests"], want["records"], want["bytes"], want["batches"]), client
+        assert set(row["acks"]) == want["acks"] and set(row["codecs"]) == want["codecs"]
+        assert set(row["topics"]) == want["topics"], client
+    # producers without producer ids are covered (the consumer-group sample's producer)
+    assert got["cg-producer"]["records"] == 13 and got["cg-producer"]["producer_ids"] == []
+    # producer ids of idempotent producers are attached to their client
+    pids = {r["producer_id"] for r in tables["producers"] if r["client_ids"] == ["idem-producer"]}
+    assert pids and set(got["idem-producer"]["producer_ids"]) == pids
+    assert {"gzip", "snappy", "lz4", "zstd"} <= {c for r in got.values() for c in r["codecs"]}
+
+
 # ----------------------------------------------------------------------------- matrix
 
 def test_client_broker_topic_matrix(tables, reference) -> None:

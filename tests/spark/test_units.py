@@ -4,6 +4,7 @@ sites, text tables, topic-id resolution, capture file numbering, charts, packagi
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -290,3 +291,32 @@ def test_pcap_header_of_samples() -> None:
     """The split helper of the spark-decode tests assumes classic little-endian pcap."""
     head = (ROOT / "pcaps" / "rdkafka-consumer-group.pcap").read_bytes()[:24]
     assert struct.unpack("<I", head[:4])[0] == 0xA1B2C3D4
+
+
+# --------------------------------------------------------------- gaps, HTML tables
+
+def test_time_series_gaps_are_zero_filled_or_broken() -> None:
+    from kwsniff.spark.charts import MAX_GAP_BUCKETS, with_gaps
+
+    xs, ys = with_gaps([0.0, 1.0, 3.0], [5.0, 6.0, 7.0], 1.0)
+    assert (xs, ys) == ([0.0, 1.0, 2.0, 3.0], [5.0, 6.0, 0.0, 7.0])
+    far = 10.0 + (MAX_GAP_BUCKETS + 2) * 10.0          # MAX_GAP_BUCKETS + 1 empty buckets
+    xs, ys = with_gaps([0.0, 10.0, far], [1.0, 2.0, 3.0], 10.0)
+    assert xs[:3] == [0.0, 10.0, 20.0] and ys[:3] == [1.0, 2.0, 0.0]
+    assert math.isnan(ys[3]) and 20.0 < xs[3] < far - 10.0
+    assert (xs[4:], ys[4:]) == ([far - 10.0, far], [0.0, 3.0])
+    # levels (fill="hold"): short gaps are left to the step line, long ones break
+    xs, ys = with_gaps([0.0, 2.0, 100.0], [4.0, 5.0, 6.0], 1.0, "hold")
+    assert xs == [0.0, 2.0, 3.0, 100.0] and ys[:2] == [4.0, 5.0] and math.isnan(ys[2])
+    assert with_gaps([5.0], [1.0], 1.0) == ([5.0], [1.0])
+
+
+def test_html_table_is_whole_sortable_and_numbers_right_aligned() -> None:
+    rows = [("orders", i, 1000 * i, 1.5e9 + i) for i in range(40)]
+    page = tables.html_table("T", ["topic", "requests", "bytes", "first_ts"], rows, 40)
+    assert page.count("<tr>") == 41                       # header + every row
+    assert "more rows" not in page and "class='sortable'" in page
+    assert "<td class='num' data-v='7'>7</td>" in page        # "requests" is a count
+    assert "<td class='num' data-v='7000'>7,000</td>" in page
+    assert "<td class='txt'>2017-07-14" in page               # times are not numbers
+    assert tables.is_time_column("first_ts") and not tables.is_time_column("requests")

@@ -31,7 +31,14 @@ Tables:
   for it; ``start_ts`` (first event), ``end_ts``, ``duration_ms``, ``partitions_added``,
   ``produce_requests``, ``records``, ``offset_commits``, ``end_txn_errors``;
 * ``transactions_summary``: per transactional id: ``transactions``, ``committed``,
-  ``aborted``, ``open``, ``mean_duration_ms``, ``max_duration_ms``, ``producer_ids``.
+  ``aborted``, ``open``, ``mean_duration_ms``, ``max_duration_ms``, ``producer_ids``;
+* ``producing_clients``: per client id of every Produce request (Kafka 0.8+; with or
+  without producer ids): ``produce_requests``, ``topics``, ``partitions`` (distinct
+  topic/partition pairs), ``records``, ``bytes``, ``batches`` (from the record-set
+  summaries of the request), ``acks`` and ``codecs`` (distinct values),
+  ``transactional_ids``, ``first_ts``, ``last_ts``, and — where the client's own
+  requests carried them (InitProducerId, transactional requests, batches of record
+  lines) — ``producer_ids`` and ``epochs``.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kwsniff.spark.columns import error_name_of, is_api, nonempty
+from kwsniff.spark.columns import error_name_of, is_api, nonempty, topic_of
 from kwsniff.spark.jobs import AnalysisOptions
 from kwsniff.spark.load import Exports
 from kwsniff.spark.views import (
@@ -211,6 +218,44 @@ def _ended() -> Column:
         & (F.col("status") == "paired")
 
 
+def producing_clients(exports: Exports, events: DataFrame) -> DataFrame:
+    """The ``producing_clients`` table (see the module contract)."""
+    q = (exports.exchanges.filter(is_api(PRODUCE) & F.col("request").isNotNull())
+         .select("capture", "index", "ts", "client_id",
+                 F.from_json("request", PRODUCE_REQUEST).alias("q")))
+    td = q.select("capture", "index", "ts", "client_id", F.col("q.Acks").alias("acks"),
+                  nonempty(F.col("q.TransactionalId")).alias("transactional_id"),
+                  F.explode_outer("q.TopicData").alias("td"))
+    pd = td.select("capture", "index", "ts", "client_id", "acks", "transactional_id",
+                   topic_of(F.col("td"), "Name").alias("topic"),
+                   F.explode_outer("td.PartitionData").alias("pd"))
+    per_client = pd.groupBy("client_id").agg(
+        F.countDistinct("capture", "index").alias("produce_requests"),
+        F.array_sort(F.collect_set("topic")).alias("topics"),
+        F.countDistinct("topic", "pd.Index").alias("partitions"),
+        F.coalesce(F.sum("pd.Records.record_count"), F.lit(0)).alias("records"),
+        F.coalesce(F.sum("pd.Records.size"), F.lit(0)).alias("bytes"),
+        F.coalesce(F.sum("pd.Records.batch_count"), F.lit(0)).alias("batches"),
+        F.array_sort(F.collect_set("acks")).alias("acks"),
+        F.array_sort(F.array_distinct(F.flatten(F.collect_set("pd.Records.codecs"))))
+        .alias("codecs"),
+        F.array_sort(F.collect_set("transactional_id")).alias("transactional_ids"),
+        F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
+    own = ~F.col("event").isin(COMMIT_MARKER, ABORT_MARKER)
+    ids = (events.filter(own & F.col("producer_id").isNotNull() & (F.col("producer_id") >= 0))
+           .groupBy(F.col("client_id").alias("_client"))
+           .agg(F.array_sort(F.collect_set("producer_id")).alias("producer_ids"),
+                F.array_sort(F.collect_set("producer_epoch")).alias("epochs")))
+    joined = per_client.join(ids, per_client["client_id"].eqNullSafe(ids["_client"]), "left")
+    return (joined.select("client_id", "produce_requests", "topics", "partitions", "records",
+                          "bytes", "batches", "acks", "codecs", "transactional_ids",
+                          F.coalesce("producer_ids", F.array().cast("array<bigint>"))
+                          .alias("producer_ids"),
+                          F.coalesce("epochs", F.array().cast("array<bigint>")).alias("epochs"),
+                          "first_ts", "last_ts")
+            .orderBy(F.desc("records"), F.desc("bytes"), F.col("client_id").asc_nulls_last()))
+
+
 def compute(exports: Exports, options: AnalysisOptions) -> dict[str, DataFrame]:
     events = exports.derived("producer_events", producer_events)
     produce = F.col("event") == PRODUCE_EV
@@ -288,4 +333,5 @@ def compute(exports: Exports, options: AnalysisOptions) -> dict[str, DataFrame]:
                     F.array_sort(F.collect_set("producer_id")).alias("producer_ids"))
                .orderBy("transactional_id"))
     return {"producer_events": events.orderBy("ts", "event"), "producers": producers,
+            "producing_clients": producing_clients(exports, events),
             "transactions": transactions, "transactions_summary": summary}
