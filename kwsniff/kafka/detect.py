@@ -14,8 +14,9 @@ Policy (documented in ``docs/conversations.md``):
   TLS records -> ``tls``; a complete 0.7 request and no modern one -> ``kafka-0.7``;
   otherwise ``kafka`` as soon as one request decodes exactly or a plausible one has its
   correlation id echoed by the other side, or (client side known) a plausible chain of
-  responses; when the detection budget
-  runs out, ``kafka`` if plausible requests or responses were seen anywhere (framing
+  responses; when the detection budget runs out or the connection ends, ``kafka`` if
+  (client side known) a plausible request was seen (decoding reports its problems), or
+  if plausible requests or responses were seen anywhere (framing
   resynchronises and reports what it skips), else ``other`` (reported as a problem).
 * On any other port the bar is high, to keep false positives low: at least one request
   that is plausible *and* decodes exactly (every byte consumed, no problem) with its
@@ -190,6 +191,11 @@ def classify(bufs: tuple[memoryview, memoryview], seg_starts: tuple[Sequence[int
                            "content: requests and echoed correlation ids")
         if best is not None and exhausted and best[1] > 0:
             return Verdict(KAFKA, best[3], "content: requests")
+        if best is not None and exhausted and client_dir is not None:
+            # a plausible request whose body does not decode (odd strings, unknown
+            # fields) or a lone request with trailing bytes: one exchange with its
+            # problem, not a connection that disappears
+            return Verdict(KAFKA, best[3], client_by + ": plausible request")
         if client_dir is not None or exhausted:
             for d in dirs:
                 # (the client must have spoken too: a 0.7 response looks like a modern one)
