@@ -13,6 +13,8 @@ cdef class Engine:
     cdef public Context ctx
     cdef public dict convs, connections
     cdef public object _next_sweep, _tcp
+    cdef public dict _parked, _other, _late
+    cdef public bint _finishing
 
     @cython.locals(conv=Conversation, sd=StreamData)
     cpdef list _feed(self, ev)

@@ -15,7 +15,8 @@ Policy (documented in ``docs/conversations.md``):
   otherwise ``kafka`` as soon as one request decodes exactly or a plausible one has its
   correlation id echoed by the other side, or (client side known) a plausible chain of
   responses; when the detection budget runs out or the connection ends, ``kafka`` if
-  (client side known) a plausible request was seen (decoding reports its problems), or
+  (client side known) a plausible request starts the client's bytes (decoding reports
+  its problems), or
   if plausible requests or responses were seen anywhere (framing
   resynchronises and reports what it skips), else ``other`` (reported as a problem).
 * On any other port the bar is high, to keep false positives low: at least one request
@@ -191,7 +192,8 @@ def classify(bufs: tuple[memoryview, memoryview], seg_starts: tuple[Sequence[int
                            "content: requests and echoed correlation ids")
         if best is not None and exhausted and best[1] > 0:
             return Verdict(KAFKA, best[3], "content: requests")
-        if best is not None and exhausted and client_dir is not None:
+        if best is not None and exhausted and client_dir is not None and \
+                chains[best[3]].start == 0:
             # a plausible request whose body does not decode (odd strings, unknown
             # fields) or a lone request with trailing bytes: one exchange with its
             # problem, not a connection that disappears
