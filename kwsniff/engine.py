@@ -83,6 +83,7 @@ class RunSummary:
     kafka07_connections: int = 0
     tls_connections: int = 0             # TLS seen on a Kafka port
     other_connections: int = 0           # examined and not Kafka
+    not_kafka_connections: int = 0       # of those, the ones that carried payload
     not_kafka_bytes: int = 0             # TCP payload bytes of those (and of the parts of
                                          # connections before their endpoint was learned)
     not_kafka: list = field(default_factory=list)   # [{"client", "server", "bytes"}]
@@ -332,6 +333,7 @@ class Engine:
             s.other_connections += 1
             if conv.summary.detected_by != "no payload":
                 self._other[conv.conn.index] = conv.conn
+                s.not_kafka_connections += 1
         if (conv.state == OTHER or conv.state == TLS) and not conv.kafka_port:
             return
         if conv.state == "undecided":
@@ -362,8 +364,9 @@ class Engine:
         docstring); the TCP layer reports the bytes it did not deliver meanwhile as a
         hole, which :meth:`_late_gap` counts as not Kafka."""
         del self._parked[conn.index]
-        self._other.pop(conn.index, None)
         s = self.summary
+        if self._other.pop(conn.index, None) is not None:
+            s.not_kafka_connections -= 1
         s.other_connections -= 1
         s.late_kafka_connections += 1
         s.not_kafka_bytes += seen
@@ -408,7 +411,8 @@ class Engine:
         for conn in self._other.values():
             n = conn.bytes[0] + conn.bytes[1]
             s.not_kafka_bytes += n
-            if conn.a_is_client is False:
+            # the server: the SYN's receiver, else the endpoint with the lower port
+            if conn.a_is_client is False or (conn.a_is_client is None and conn.a[1] < conn.b[1]):
                 client, server = conn.b, conn.a
             else:
                 client, server = conn.a, conn.b

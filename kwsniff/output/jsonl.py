@@ -333,12 +333,13 @@ class ExportEncoder:
         for key in SUMMARY_COUNTERS:
             value = counters.get(key)
             obj[key] = int(value) if isinstance(value, (int, float)) else 0
+        obj["not_kafka"] = [dict(row) for row in counters.get("not_kafka") or []]
         return obj
 
 
 #: Run counters every summary object carries (integers; 0 when the engine has none).
 SUMMARY_COUNTERS = ("packets", "connections", "exchanges", "problems", "skipped_bytes",
-                    "gap_bytes")
+                    "gap_bytes", "not_kafka_connections", "not_kafka_bytes")
 
 
 class JsonlWriter:
