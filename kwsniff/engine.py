@@ -260,6 +260,7 @@ class Engine:
         """End of input: close every conversation, release everything."""
         self._finishing = True
         self._parked.clear()
+        self.ctx.on_learn = None            # (a reference cycle through the engine)
         for idx in list(self.convs):
             conv = self.convs.pop(idx)
             conv.close("capture-end")
