@@ -88,6 +88,7 @@ class RunSummary:
                                          # connections before their endpoint was learned)
     not_kafka: list = field(default_factory=list)   # [{"client", "server", "bytes"}]
     late_kafka_connections: int = 0      # decoded once their broker endpoint was learned
+    reopened_connections: int = 0        # decoded on after data that followed a RST/FIN
     exchanges: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
     exchanges_total: int = 0
     requests: int = 0
@@ -222,7 +223,14 @@ class Engine:
             self._settled(conv)
         elif t is ConnectionOpened:
             conn = ev.conn
-            self.summary.tcp_connections += 1
+            if conn.reopened:
+                # bytes after a RST/FIN: the same connection decoded on (the TCP layer
+                # reported it); a new conversation hunts for its next message
+                if conn.ignored:
+                    return []
+                self.summary.reopened_connections += 1
+            else:
+                self.summary.tcp_connections += 1
             conv = self.convs[conn.index] = Conversation(conn, self.ctx)
             conn.sink = self._sink(conv)
             ts = conn.first_ts

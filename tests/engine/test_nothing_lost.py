@@ -293,3 +293,34 @@ def test_requests_after_a_wrong_request_length_are_recovered(capture: str, wrong
     # (before the request framer checked headers: 0 of them; one more byte can cut
     # the next request's size prefix, which costs that request and sometimes the next)
     assert kept >= (total if wrong == "zero" else total // 2)
+
+
+# -- RST / FIN in the middle of a connection ---------------------------------------------
+
+def _with_flag(pkts: list[tuple], index: int, flag: int) -> list[tuple]:
+    f, ts, lt, data, orig = pkts[index]
+    tcp = 14 + (data[14] & 15) * 4
+    data = data[:tcp + 13] + bytes([data[tcp + 13] | flag]) + data[tcp + 14:]
+    out = list(pkts)
+    out[index] = (f, ts, lt, data, orig)
+    return out
+
+
+@pytest.mark.parametrize("capture", ["rdkafka-consumer-group.pcap", "aiokafka.pcap",
+                                     "kafka-python-0.11.pcap", "tansu-admin.pcap"])
+@pytest.mark.parametrize("flag", [0x04, 0x05, 0x01], ids=["RST", "RST+FIN", "FIN"])
+def test_exchanges_after_a_rst_or_fin_in_the_middle_are_kept(capture: str, flag: int) -> None:
+    pkts = packets(capture)
+    eng0, base = decode(pkts)
+    paired = [e for e in base if e.status == PAIRED]
+    kept = total = 0
+    for victim in paired[len(paired) // 4::max(1, len(paired) // 5)][:4]:
+        i = victim.request.frame_last - 1          # the request's last data segment
+        eng, out = decode(_with_flag(pkts, i, flag))
+        k, n = _later_pairs_kept(base, out, victim)
+        kept += k
+        total += n
+        assert eng.summary.tcp_connections == eng0.summary.tcp_connections
+        if n:      # the TCP layer says what it did
+            assert any("decoding continues" in p for p in eng.summary.tcp.problems)
+    assert total > 0 and kept == total
