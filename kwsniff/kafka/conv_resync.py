@@ -85,6 +85,25 @@ class ResyncChecks(OrphanHandling):
             return cid > LONG_CLIENT_ID
         return cid > 0 and not plausible.client_id_ok(buf, pos + 14, cid)
 
+    def _not_a_response(self, buf: bytearray, pos: int, end: int) -> bool:
+        """The broker framer's guard (see ``Framer.guard``): True when the bytes at
+        ``pos`` cannot start a response (the hunting check says NO: a correlation id that
+        is not waiting and does not follow the last response's), or, while every request
+        of the connection was seen (no hole, nothing skipped, no resynchronisation on
+        probation), an id above every request's. False in raw SASL mode."""
+        if self.sasl_raw or self.state != KAFKA or self.client_dir is None:
+            return False
+        if self._check(1 - self.client_dir, buf, pos, end)[0] == NO:
+            return True
+        hi = self.corr_hi
+        if hi is None or end - pos < 8:
+            return False
+        corr = _I32.unpack_from(buf, pos + 4)[0]
+        if corr <= hi or corr in self.pending:
+            return False
+        c = self.framers[self.client_dir]
+        return c.gaps == 0 and c.skipped_bytes == 0 and not c.probation and not c.held
+
     def _check(self, d: int, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
         """Hunting verdict for a frame start at ``pos`` in direction ``d``."""
         max_frame = self.ctx.options.max_frame

@@ -280,8 +280,9 @@ class Conversation(ResyncChecks):
             # chained frames while resynchronising must carry growing correlation ids
             self.framers[self.client_dir].seq_offset = 8
             self.framers[1 - self.client_dir].seq_offset = 4
-            # a wrong request size must not swallow the requests after it
+            # a wrong size must not swallow the messages after it
             self.framers[self.client_dir].guard = self._not_a_request
+            self.framers[1 - self.client_dir].guard = self._not_a_response
         out = []
         for d in (0, 1):
             fr = self.framers[d]
