@@ -94,6 +94,7 @@ class RunSummary:
     requests: int = 0
     responses: int = 0
     inferred_responses: int = 0          # orphans decoded by inference
+    frame_bytes: int = 0                 # stream bytes in Kafka frames (captured ones)
     skipped_bytes: int = 0               # stream bytes in no frame (resynchronisation)
     gaps: int = 0                        # holes in Kafka streams
     gap_bytes: int = 0
@@ -337,6 +338,7 @@ class Engine:
             if conv.state == KAFKA07:
                 s.kafka07_connections += 1
             s.skipped_bytes += cs.skipped_bytes
+            s.frame_bytes += cs.frame_bytes
             s.resyncs += cs.resyncs
         elif conv.state == OTHER or (conv.state == TLS and not conv.kafka_port):
             s.other_connections += 1
@@ -404,6 +406,7 @@ class Engine:
             conv.summary.gaps, conv.summary.gap_bytes = gaps, gap_bytes
             s.gaps, s.gap_bytes = run_gaps, run_bytes
             s.not_kafka_bytes += ev.length
+            conv.summary.not_kafka_bytes += ev.length
             return
         pending &= ~(1 << d)
         if pending:

@@ -340,6 +340,7 @@ class Conversation(ResyncChecks):
                 s.bytes_from_client += n
             else:
                 s.bytes_from_broker += n
+            s.frame_bytes += n + f.discarded
             if legacy:
                 self._legacy(client, f, d)
             elif client:
@@ -493,6 +494,7 @@ class Conversation(ResyncChecks):
         self._problem(f"frame {f.frame_first}: {why}; not reported as an exchange")
         # every captured byte of the frame: size prefix, head and what followed a hole
         self.framers[d].skipped_bytes += have + 4 + f.discarded
+        self.summary.frame_bytes -= have + 4 + f.discarded
 
     def _count_request(self) -> None:
         if self.orphans:
@@ -644,5 +646,7 @@ class Conversation(ResyncChecks):
         s = self.summary
         s.skipped_bytes = self.framers[0].skipped_bytes + self.framers[1].skipped_bytes
         s.resyncs = self.framers[0].resyncs + self.framers[1].resyncs
+        s.stream_bytes = sum(fr.last_offset - fr.first_offset for fr in self.framers
+                             if fr.last_offset is not None)
         s.last_ts = self.conn.last_ts or s.last_ts
 

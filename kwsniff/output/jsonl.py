@@ -339,7 +339,7 @@ class ExportEncoder:
 
 #: Run counters every summary object carries (integers; 0 when the engine has none).
 SUMMARY_COUNTERS = ("packets", "connections", "exchanges", "problems", "skipped_bytes",
-                    "gap_bytes", "not_kafka_connections", "not_kafka_bytes")
+                    "gap_bytes", "not_kafka_connections", "not_kafka_bytes", "frame_bytes")
 
 
 class JsonlWriter:
