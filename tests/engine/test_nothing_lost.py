@@ -358,3 +358,27 @@ def test_one_byte_sequence_slips_keep_most_later_exchanges(capture: str) -> None
     # (before the framers checked the header of messages spanning segments: 3 of 232 on
     # these four captures; now 201)
     assert kept >= total * 0.8
+
+
+# -- autodetection on a single frame ------------------------------------------------------
+
+@pytest.mark.parametrize("capture", ["rdkafka-acks.pcap", "aiokafka.pcap",
+                                     "kafka-python-0.11.pcap"])
+@pytest.mark.parametrize("key", [0, 3, 18])
+def test_a_lone_request_on_another_port_is_detected(capture: str, key: int) -> None:
+    """A one-packet capture of a real request (no handshake, no response) on a port that
+    is not a Kafka port."""
+    _, base = decode(packets(capture))
+    ex = next(e for e in base if e.api_key == key and e.request is not None
+              and not e.request.problems)
+    sim = Sim(client=("10.1.1.1", 50000), server=("10.1.1.2", 7777), handshake=False)
+    sim.c(struct.pack(">i", len(ex.request.raw)) + ex.request.raw)
+    eng, out = decode(merge(sim))
+    assert [(e.api_key, e.api_version, e.correlation_id) for e in out] == \
+        [(key, ex.api_version, ex.correlation_id)]
+    assert eng.summary.kafka_connections == 1
+    # a request with a byte too many is not taken for Kafka on another port
+    sim = Sim(client=("10.1.1.1", 50000), server=("10.1.1.2", 7777), handshake=False)
+    sim.c(struct.pack(">i", len(ex.request.raw) + 1) + ex.request.raw + b"\x00")
+    eng, out = decode(merge(sim))
+    assert out == [] and eng.summary.not_kafka_connections == 1
