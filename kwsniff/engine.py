@@ -16,6 +16,16 @@ Contract:
   of capture time, the reorder buffer holds at most ``reorder_limit`` exchanges, frames
   are at most ``max_frame`` bytes, resynchronisation looks at most ``resync_window``
   bytes, detection buffers at most ``detect_budget`` bytes per direction.
+* Endpoint learning: once a broker endpoint ``(ip, port)`` is known to speak Kafka (by
+  content or from Metadata/FindCoordinator answers), every other connection to it is
+  decoded as Kafka: undecided ones are judged as on a Kafka port, and open ones already
+  judged not Kafka (at most ``MAX_PARKED`` of them are remembered, the oldest forgotten:
+  a reference to the TCP connection each, no bytes) are decoded from their next bytes
+  on, hunting for a frame start as in a capture that starts mid-stream; their bytes
+  before that are counted as not Kafka (``RunSummary.not_kafka_bytes``) and a problem
+  says so.  Connections that closed before the learning are not decoded again.
+* Connections judged not Kafka are reported (``RunSummary.not_kafka``: at most
+  ``MAX_NOT_KAFKA_LISTED`` endpoints with their bytes; counts beyond that).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from kwsniff.kafka.conn_summary import ConnectionSummary
-from kwsniff.kafka.conv_state import KAFKA, KAFKA07, OTHER, TLS, Context, Options
+from kwsniff.kafka.conv_state import KAFKA, KAFKA07, OTHER, TLS, UNDECIDED, Context, Options
 from kwsniff.kafka.conversation import Conversation
 from kwsniff.kafka.model import STATUSES, Exchange
 from kwsniff.tcp import ConnectionClosed, ConnectionOpened, StreamGap, TcpEventStream, TcpOptions
@@ -32,6 +42,10 @@ from kwsniff.tcp.events import StreamData
 
 #: capture-time interval between sweeps for expired requests
 SWEEP_INTERVAL = 1.0
+#: open connections judged not Kafka that a later endpoint learning can still decode
+MAX_PARKED = 10_000
+#: not-Kafka connections listed (with endpoints and bytes) in the run summary
+MAX_NOT_KAFKA_LISTED = 1_000
 
 
 @dataclass(slots=True)
@@ -77,11 +91,18 @@ class RunSummary:
     # one line per such connection: what its handshake showed (bounded like problems)
     tls_notes: list[str] = field(default_factory=list)
     other_connections: int = 0           # examined and not Kafka
+    not_kafka_connections: int = 0       # of those, the ones that carried payload
+    not_kafka_bytes: int = 0             # TCP payload bytes of those (and of the parts of
+                                         # connections before their endpoint was learned)
+    not_kafka: list = field(default_factory=list)   # [{"client", "server", "bytes"}]
+    late_kafka_connections: int = 0      # decoded once their broker endpoint was learned
+    reopened_connections: int = 0        # decoded on after data that followed a RST/FIN
     exchanges: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATUSES})
     exchanges_total: int = 0
     requests: int = 0
     responses: int = 0
     inferred_responses: int = 0          # orphans decoded by inference
+    frame_bytes: int = 0                 # stream bytes in Kafka frames (captured ones)
     skipped_bytes: int = 0               # stream bytes in no frame (resynchronisation)
     gaps: int = 0                        # holes in Kafka streams
     gap_bytes: int = 0
@@ -141,6 +162,12 @@ class Engine:
         self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
         self._source: Any = None                     # the capture (its embedded secrets)
         self._secrets_seen = 0                       # ... key logs already taken
+        self._parked: dict[int, Any] = {}        # stream -> (open Connection judged not
+                                                 # Kafka, stream bytes it delivered)
+        self._other: dict[int, Any] = {}         # stream -> Connection judged not Kafka
+        self._late: dict[int, int] = {}          # stream -> directions whose skip is pending
+        self._finishing = False
+        self.ctx.on_learn = self._learned
 
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
@@ -208,16 +235,28 @@ class Engine:
                 if self.tls:
                     return self._tls_event(ev)
                 return []
-            conv.gap(ev.direction, ev.offset, ev.length, ev.frame, ev.ts, ev.reason)
+            if self._late and ev.conn.index in self._late:
+                self._late_gap(conv, ev)
+            else:
+                conv.gap(ev.direction, ev.offset, ev.length, ev.frame, ev.ts, ev.reason)
             ts = ev.ts
             self._settled(conv)
         elif t is ConnectionOpened:
             conn = ev.conn
-            self.summary.tcp_connections += 1
+            if conn.reopened:
+                # bytes after a RST/FIN: the same connection decoded on (the TCP layer
+                # reported it); a new conversation hunts for its next message
+                if conn.ignored:
+                    return []
+                self.summary.reopened_connections += 1
+            else:
+                self.summary.tcp_connections += 1
             conv = self.convs[conn.index] = Conversation(conn, self.ctx)
             conn.sink = self._sink(conv)
             ts = conn.first_ts
         elif t is ConnectionClosed:
+            if self._parked:
+                self._parked.pop(ev.conn.index, None)
             conv = self.convs.pop(ev.conn.index, None)
             if conv is not None:
                 conv.close("capture-end" if ev.reason == "end of capture" else ev.reason)
@@ -249,6 +288,9 @@ class Engine:
 
     def finish(self) -> list[Exchange]:
         """End of input: close every conversation, release everything."""
+        self._finishing = True
+        self._parked.clear()
+        self.ctx.on_learn = None            # (a reference cycle through the engine)
         for idx in list(self.convs):
             conv = self.convs.pop(idx)
             conv.close("capture-end")
@@ -259,6 +301,7 @@ class Engine:
             self.summary.tls_notes.append(_tls_note(link, why))
         self._tls_unread = []
         out = self._release(True)
+        self._report_other()
         if self._tcp is not None:
             stats = self._tcp.stats
             self.summary.tcp = stats
@@ -299,10 +342,20 @@ class Engine:
         if state == TLS:
             self._start_tls(conv)
         elif state == OTHER:
-            conv.conn.ignored = True
-            self.convs.pop(conv.conn.index, None)
+            conn = conv.conn
+            conn.ignored = True
+            self.convs.pop(conn.index, None)
+            seen = 0            # stream bytes delivered before (not counting holes)
+            for fr in conv.framers:
+                if fr.last_offset is not None:
+                    seen += fr.last_offset - fr.first_offset - fr.gap_bytes
             conv.close("ignored")
             self._retire(conv)
+            if not conv.kafka_port and not self._finishing:
+                parked = self._parked
+                parked[conn.index] = (conn, seen)
+                if len(parked) > MAX_PARKED:
+                    del parked[next(iter(parked))]
 
     def _retire(self, conv: Conversation) -> None:
         conv.conn.sink = None
@@ -313,9 +366,13 @@ class Engine:
             if conv.state == KAFKA07:
                 s.kafka07_connections += 1
             s.skipped_bytes += cs.skipped_bytes
+            s.frame_bytes += cs.frame_bytes
             s.resyncs += cs.resyncs
         elif conv.state == OTHER or (conv.state == TLS and not conv.kafka_port):
             s.other_connections += 1
+            if conv.summary.detected_by != "no payload":
+                self._other[conv.conn.index] = conv.conn
+                s.not_kafka_connections += 1
         if (conv.state == OTHER or conv.state == TLS) and not conv.kafka_port:
             return
         if conv.state == "undecided":
@@ -324,6 +381,86 @@ class Engine:
         conns[cs.stream] = cs
         if len(conns) > self.options.max_connection_summaries:
             del conns[next(iter(conns))]
+
+    def _learned(self, endpoint: tuple) -> None:
+        """``Context.on_learn``: a broker endpoint became known to speak Kafka."""
+        if self._finishing:
+            return
+        for conn, seen in [p for p in self._parked.values()
+                           if tuple(p[0].a) == endpoint or tuple(p[0].b) == endpoint]:
+            self._revive(conn, seen, endpoint)
+        for conv in list(self.convs.values()):
+            conn = conv.conn
+            if conv.state == UNDECIDED and not conv.kafka_port and \
+                    (tuple(conn.a) == endpoint or tuple(conn.b) == endpoint):
+                conv.kafka_port = True
+                if conv.client_dir is None:
+                    conv.client_dir = 1 if tuple(conn.a) == endpoint else 0
+                    conv.client_by = "port"
+
+    def _revive(self, conn: Any, seen: int, endpoint: tuple) -> None:
+        """Decode a connection judged not Kafka from its next bytes on (see the module
+        docstring); the TCP layer reports the bytes it did not deliver meanwhile as a
+        hole, which :meth:`_late_gap` counts as not Kafka."""
+        del self._parked[conn.index]
+        s = self.summary
+        if self._other.pop(conn.index, None) is not None:
+            s.not_kafka_connections -= 1
+        s.other_connections -= 1
+        s.late_kafka_connections += 1
+        s.not_kafka_bytes += seen
+        conn.ignored = False
+        conv = self.convs[conn.index] = Conversation(conn, self.ctx)
+        conn.sink = self._sink(conv)
+        self._late[conn.index] = 3
+        s.add_problem(f"frame {conn.last_frame}: connection {conn.index} was judged not Kafka; "
+                      f"decoded from here on, since {endpoint[0]}:{endpoint[1]} is now known "
+                      "to be a Kafka broker (its earlier bytes are counted as not Kafka)")
+
+    def _late_gap(self, conv: Conversation, ev: Any) -> None:
+        """Holes of a revived connection's direction before any byte of it was delivered
+        again: the bytes the TCP layer did not deliver while the connection was judged
+        not Kafka (acknowledged piece by piece, they may come as several holes)."""
+        d = ev.direction
+        idx = ev.conn.index
+        pending = self._late[idx]
+        fr = conv.framers[d]
+        if pending & (1 << d) and (fr.last_offset is None or
+                                   fr.last_offset - fr.first_offset == fr.gap_bytes):
+            gaps, gap_bytes = conv.summary.gaps, conv.summary.gap_bytes
+            s = self.summary
+            run_gaps, run_bytes = s.gaps, s.gap_bytes
+            conv.gap(d, ev.offset, ev.length, ev.frame, ev.ts, "not Kafka before learning")
+            conv.summary.gaps, conv.summary.gap_bytes = gaps, gap_bytes
+            s.gaps, s.gap_bytes = run_gaps, run_bytes
+            s.not_kafka_bytes += ev.length
+            conv.summary.not_kafka_bytes += ev.length
+            return
+        pending &= ~(1 << d)
+        if pending:
+            self._late[idx] = pending
+        else:
+            del self._late[idx]
+        conv.gap(d, ev.offset, ev.length, ev.frame, ev.ts, ev.reason)
+
+    def _report_other(self) -> None:
+        """``RunSummary.not_kafka`` and ``not_kafka_bytes`` from the connections judged
+        not Kafka (their TCP byte counters are final at the end of the run)."""
+        s = self.summary
+        rows = []
+        for conn in self._other.values():
+            n = conn.bytes[0] + conn.bytes[1]
+            s.not_kafka_bytes += n
+            # the server: the SYN's receiver, else the endpoint with the lower port
+            if conn.a_is_client is False or (conn.a_is_client is None and conn.a[1] < conn.b[1]):
+                client, server = conn.b, conn.a
+            else:
+                client, server = conn.a, conn.b
+            rows.append({"client": f"{client[0]}:{client[1]}",
+                         "server": f"{server[0]}:{server[1]}", "bytes": n})
+        self._other.clear()
+        rows.sort(key=lambda r: -r["bytes"])
+        s.not_kafka = rows[:MAX_NOT_KAFKA_LISTED]
 
     def _sweep(self, now: float) -> None:
         self._next_sweep = now + SWEEP_INTERVAL

@@ -200,11 +200,17 @@ class CaptureRun:
         return self.selection(self.engine.run(self.source))
 
     def counters(self) -> dict[str, int]:
-        return run_counters(self.engine.summary, getattr(self.source, "problems", ()),
+        return run_counters(self.engine.summary, self.capture_problems(),
                             self.selection.problems)
 
     def capture_problems(self) -> list[str]:
-        return list(getattr(self.source, "problems", ()))
+        """The capture file's problems, then the TCP layer's (unsupported link types,
+        malformed packets: why nothing may have been decoded), once the run ended."""
+        out = list(getattr(self.source, "problems", ()))
+        tcp = getattr(self.engine.summary, "tcp", None)
+        if tcp is not None:
+            out.extend(tcp.problems)
+        return out
 
     def no_kafka(self, capture: str | None) -> str | None:
         """After the run: the note for a capture without any Kafka connection

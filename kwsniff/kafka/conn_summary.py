@@ -29,6 +29,14 @@ class ConnectionSummary:
     # bytes of Kafka frames, size prefixes included (skipped bytes are not counted)
     bytes_from_client: int = 0
     bytes_from_broker: int = 0
+    # captured bytes of the frames kept (the two above plus bytes captured after a hole
+    # inside a frame): with skipped_bytes and the framers' holes, every stream byte
+    frame_bytes: int = 0
+    stream_bytes: int = 0     # (at close) both directions' bytes from the first seen to the end
+    # holes before a late-learned connection's first decoded byte (bytes not delivered
+    # while it was judged not Kafka): stream_bytes = frame_bytes + skipped_bytes +
+    # gap_bytes + this
+    not_kafka_bytes: int = 0
     client_ids: list[str | None] = field(default_factory=list)
     api_versions: dict[int, tuple[int, int]] = field(default_factory=dict)  # from ApiVersions
     api_versions_frame: int | None = None         # frame of that ApiVersions response

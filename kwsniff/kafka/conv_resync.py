@@ -17,10 +17,13 @@ from typing import Any
 
 from kwsniff.kafka import decoding, legacy07, plausible
 from kwsniff.kafka.conv_orphans import OrphanHandling
-from kwsniff.kafka.conv_state import CORR_SPREAD, KAFKA07, corr_after
+from kwsniff.kafka.conv_state import CORR_SPREAD, KAFKA, KAFKA07, corr_after
 from kwsniff.kafka.framing import NO, SHORT, STRONG, WEAK
 
 _I32 = struct.Struct(">i")
+_KEY_VER_CORR_CID = struct.Struct(">hhih")
+#: client ids longer than this that do not fit in a request's first segment are suspicious
+LONG_CLIENT_ID = 1024
 #: largest raw SASL token the resynchronisation looks for (GSSAPI tokens are a few KB)
 SASL_TOKEN_MAX = 65536
 
@@ -61,6 +64,45 @@ class ResyncChecks(OrphanHandling):
                                      d == self.client_dir) is None:
             return None
         return STRONG, size
+
+    def _not_a_request(self, buf: bytearray, pos: int, end: int) -> bool:
+        """The client framer's guard (see ``Framer.guard``): True when the bytes at
+        ``pos`` (a size prefix whose frame continues in later segments) cannot start a
+        request: not a plausible header, and not one of an unknown API key either (any
+        key and version in range, a correlation id >= 0, a whole printable client id, or
+        one of at most ``LONG_CLIENT_ID`` bytes that runs past the bytes there).
+        False in raw SASL mode and while too few bytes are there to tell."""
+        if self.sasl_raw or self.state != KAFKA or end - pos < 14:
+            return False
+        if plausible.request_header_at(buf, pos, end, self.ctx.options.max_frame) is not None:
+            return False
+        size = _I32.unpack_from(buf, pos)[0]
+        key, version, corr, cid = _KEY_VER_CORR_CID.unpack_from(buf, pos + 4)
+        if key < 0 or not 0 <= version <= 127 or corr < 0 or cid < -1 or cid > size - 10:
+            return True
+        if pos + 14 + cid > end:
+            # a client id running past the segment: only a long one is suspicious
+            return cid > LONG_CLIENT_ID
+        return cid > 0 and not plausible.client_id_ok(buf, pos + 14, cid)
+
+    def _not_a_response(self, buf: bytearray, pos: int, end: int) -> bool:
+        """The broker framer's guard (see ``Framer.guard``): True when the bytes at
+        ``pos`` cannot start a response (the hunting check says NO: a correlation id that
+        is not waiting and does not follow the last response's), or, while every request
+        of the connection was seen (no hole, nothing skipped, no resynchronisation on
+        probation), an id above every request's. False in raw SASL mode."""
+        if self.sasl_raw or self.state != KAFKA or self.client_dir is None:
+            return False
+        if self._check(1 - self.client_dir, buf, pos, end)[0] == NO:
+            return True
+        hi = self.corr_hi
+        if hi is None or end - pos < 8:
+            return False
+        corr = _I32.unpack_from(buf, pos + 4)[0]
+        if corr <= hi or corr in self.pending:
+            return False
+        c = self.framers[self.client_dir]
+        return c.gaps == 0 and c.skipped_bytes == 0 and not c.probation and not c.held
 
     def _check(self, d: int, buf: bytearray, pos: int, end: int) -> tuple[int, int]:
         """Hunting verdict for a frame start at ``pos`` in direction ``d``."""

@@ -67,7 +67,7 @@ class Context:
     """State shared by all conversations of one run."""
 
     __slots__ = ("options", "reorder", "topic_ids", "histories", "learned", "stats", "now",
-                 "annotate_ctx", "unordered")
+                 "annotate_ctx", "unordered", "on_learn")
 
     def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000) -> None:
         self.options = options
@@ -79,11 +79,15 @@ class Context:
         self.now = 0.0
         self.annotate_ctx = decoding.new_annotate_context(options.show_secrets)
         self.unordered = UnorderedRequests(reorder_limit)
+        self.on_learn: Any = None          # called with each newly learned endpoint
 
     def learn(self, endpoint: tuple[str, int]) -> None:
-        """Remember a broker endpoint (bounded: a port scan must not grow memory)."""
-        if len(self.learned) < 10_000:
+        """Remember a broker endpoint (bounded: a port scan must not grow memory); a new
+        one is passed to ``on_learn`` (the engine decodes other connections to it)."""
+        if len(self.learned) < 10_000 and endpoint not in self.learned:
             self.learned.add(endpoint)
+            if self.on_learn is not None:
+                self.on_learn(endpoint)
 
     def history(self, key: Any) -> ApiHistory:
         h = self.histories.get(key)

@@ -278,6 +278,9 @@ class Conversation(ResyncChecks):
             # chained frames while resynchronising must carry growing correlation ids
             self.framers[self.client_dir].seq_offset = 8
             self.framers[1 - self.client_dir].seq_offset = 4
+            # a wrong size must not swallow the messages after it
+            self.framers[self.client_dir].guard = self._not_a_request
+            self.framers[1 - self.client_dir].guard = self._not_a_response
         out = []
         for d in (0, 1):
             fr = self.framers[d]
@@ -335,6 +338,7 @@ class Conversation(ResyncChecks):
                 s.bytes_from_client += n
             else:
                 s.bytes_from_broker += n
+            s.frame_bytes += n + f.discarded
             if legacy:
                 self._legacy(client, f, d)
             elif client:
@@ -488,6 +492,7 @@ class Conversation(ResyncChecks):
         self._problem(f"frame {f.frame_first}: {why}; not reported as an exchange")
         # every captured byte of the frame: size prefix, head and what followed a hole
         self.framers[d].skipped_bytes += have + 4 + f.discarded
+        self.summary.frame_bytes -= have + 4 + f.discarded
 
     def _count_request(self) -> None:
         if self.orphans:
@@ -639,5 +644,7 @@ class Conversation(ResyncChecks):
         s = self.summary
         s.skipped_bytes = self.framers[0].skipped_bytes + self.framers[1].skipped_bytes
         s.resyncs = self.framers[0].resyncs + self.framers[1].resyncs
+        s.stream_bytes = sum(fr.last_offset - fr.first_offset for fr in self.framers
+                             if fr.last_offset is not None)
         s.last_ts = self.conn.last_ts or s.last_ts
 

@@ -14,13 +14,16 @@ Policy (documented in ``docs/conversations.md``):
   TLS records -> ``tls``; a complete 0.7 request and no modern one -> ``kafka-0.7``;
   otherwise ``kafka`` as soon as one request decodes exactly or a plausible one has its
   correlation id echoed by the other side, or (client side known) a plausible chain of
-  responses; when the detection budget
-  runs out, ``kafka`` if plausible requests or responses were seen anywhere (framing
+  responses; when the detection budget runs out or the connection ends, ``kafka`` if
+  (client side known) a plausible request starts the client's bytes (decoding reports
+  its problems), or
+  if plausible requests or responses were seen anywhere (framing
   resynchronises and reports what it skips), else ``other`` (reported as a problem).
 * On any other port the bar is high, to keep false positives low: at least one request
   that is plausible *and* decodes exactly (every byte consumed, no problem) with its
   response's correlation id echoed; a one-way capture needs three chained requests that
-  decode exactly.  A 0.7 connection
+  decode exactly, or, when the connection or the capture ends, one or two requests that
+  decode exactly and are every byte it carried.  A 0.7 connection
   needs a request that parses exactly plus a response with a known error code.
   Everything else is ``other`` once the budget is spent or the connection ends.
 """
@@ -55,6 +58,7 @@ class _Chain:
     corrs: tuple[int, ...] = ()
     start: int = -1
     exact: int = 0            # requests that decoded exactly
+    end: int = -1             # where the chain's last whole frame ends
 
 
 def _starts(seg_starts: Sequence[int]) -> list[int]:
@@ -86,7 +90,7 @@ def _request_chain(buf: memoryview, starts: Sequence[int], max_frame: int) -> _C
             if len(corrs) >= 8:
                 break
         if len(corrs) > best.count or (len(corrs) == best.count and exact > best.exact):
-            best = _Chain(len(corrs), tuple(corrs), p, exact)
+            best = _Chain(len(corrs), tuple(corrs), p, exact, q)
         if best.count >= 2 and best.start == 0:
             break
     return best
@@ -190,6 +194,12 @@ def classify(bufs: tuple[memoryview, memoryview], seg_starts: tuple[Sequence[int
                            "content: requests and echoed correlation ids")
         if best is not None and exhausted and best[1] > 0:
             return Verdict(KAFKA, best[3], "content: requests")
+        if best is not None and exhausted and client_dir is not None and \
+                chains[best[3]].start == 0:
+            # a plausible request whose body does not decode (odd strings, unknown
+            # fields) or a lone request with trailing bytes: one exchange with its
+            # problem, not a connection that disappears
+            return Verdict(KAFKA, best[3], client_by + ": plausible request")
         if client_dir is not None or exhausted:
             for d in dirs:
                 # (the client must have spoken too: a 0.7 response looks like a modern one)
@@ -208,6 +218,12 @@ def classify(bufs: tuple[memoryview, memoryview], seg_starts: tuple[Sequence[int
             return Verdict(KAFKA, d, "content: request decodes exactly, correlation id echoed")
         if exhausted and not len(bufs[1 - d]) and exact >= 3:
             return Verdict(KAFKA, d, "content: chained requests decode exactly (one-way)")
+        chain = chains[d]
+        if final and not len(bufs[1 - d]) and exact >= 1 and exact == count and \
+                chain.start == 0 and chain.end == len(bufs[d]):
+            # a lone request (or two) at the end of a capture: every byte the connection
+            # carried is whole requests that decode exactly
+            return Verdict(KAFKA, d, "content: whole requests that decode exactly (one-way)")
     for d in dirs:
         if _chain07(bufs[d], seg_starts[d], max_frame) > 0 and \
                 legacy07.plausible_response_at(bufs[1 - d], 0, len(bufs[1 - d]), max_frame) is not None:

@@ -198,7 +198,7 @@ class Framer:
                  "scan", "skipped_bytes", "gap_bytes", "gaps", "_pending_skip", "problems",
                  "_fill_end", "_fill_frame", "last_offset", "frames_cut", "resyncs",
                  "first_offset", "probation", "held", "held_start", "seq_offset", "_look",
-                 "want_end")
+                 "want_end", "guard")
 
     def __init__(self, check: Checker, max_frame: int = 100 << 20, window: int = 4 << 20) -> None:
         self.buf = bytearray()
@@ -222,6 +222,10 @@ class Framer:
         self.frames_cut = 0
         self.first_offset: int | None = None  # stream offset of the first byte or hole seen
         self.probation = 0          # frames still to check after a resynchronisation
+        # set by the owner: guard(buf, pos, end) -> True when the bytes at pos cannot
+        # start a message; asked once per frame that spans segments (where a wrong size
+        # would swallow the frames after it), so a bad size makes the framer hunt
+        self.guard: Any = None
         self.held: list[Frame] = []  # frames cut during probation, released when it passes
         self.held_start = 0         # buffer index of the accepted resynchronisation point
         self.seq_offset: int | None = None  # where a chained frame's growing id sits (corr id)
@@ -498,17 +502,20 @@ class Framer:
                 if size < 0 or size > max_frame:
                     self._lost_sync(size)
                     out.extend(self._hunt(False))
+                elif self.guard is not None and self.guard(self.buf, 0, n - pos):
+                    self._lost_sync(size, "no message header after the size")
+                    out.extend(self._hunt(False))
                 else:
                     self.want_end = offset + pos + 4 + size
         else:
             self.base = offset + n
         return out
 
-    def _lost_sync(self, size: int) -> None:
+    def _lost_sync(self, size: int, why: str = "") -> None:
         frame, _ = self._locate(self.base + self.pos)
         self.problems.append(
             f"frame {frame}: implausible message size {size} at stream offset "
-            f"{self.base + self.pos}; resynchronising")
+            f"{self.base + self.pos}{' (' + why + ')' if why else ''}; resynchronising")
         self.state = HUNTING
         self.scan = self.pos
 
@@ -547,6 +554,10 @@ class Framer:
                     return out
             if n - self.pos < 4 + size:
                 if not self.probation:
+                    if self.guard is not None and self.guard(buf, self.pos, n):
+                        self._lost_sync(size, "no message header after the size")
+                        out.extend(self._hunt(False))
+                        return out
                     self.want_end = self.base + self.pos + 4 + size
                 break
             fr = self._emit(self.pos, size)

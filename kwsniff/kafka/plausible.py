@@ -66,7 +66,7 @@ def max_version(api_key: int) -> int:
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
 
 
-def _client_id_ok(buf: bytes | bytearray | memoryview, start: int, length: int) -> bool:
+def client_id_ok(buf: bytes | bytearray | memoryview, start: int, length: int) -> bool:
     """A client id is text without control characters (UTF-8 allowed)."""
     if length == 0:
         return True
@@ -118,7 +118,7 @@ def _header_fields_py(buf: bytes | bytearray | memoryview, pos: int, end: int,
     if cid_len > 0:
         if end - pos < 10 + cid_len:
             return None
-        if not _client_id_ok(buf, pos + 10, cid_len):
+        if not client_id_ok(buf, pos + 10, cid_len):
             return None
     return (api_key, version, corr)
 

@@ -15,6 +15,9 @@ Contract (documented in ``docs/export-schema.md``; machine-readable in
   ``{"size", "batch_count", "record_count", "codecs", "truncated"}`` (records themselves
   are ``"record"`` lines); a uuid is its text; unknown tagged fields ``_unknown_tags``
   are ``[[tag, bytes], ...]``; NaN/infinite floats become null.
+* A message whose body was not decoded (unknown API key or version) carries its body
+  bytes in ``request_raw``/``response_raw`` (the bytes convention above); decoded
+  bodies have no such key.
 * Plugins: exchange fields they add are in ``"plugins"`` (only when a plugin added
   export fields); record keys/values/headers their payload decoders decode are in
   ``key_decoded``/``value_decoded`` and a header's ``"decoded"``.
@@ -121,6 +124,19 @@ def _frames(msg: KafkaMessage | None) -> list[int] | None:
     return [msg.frame_first, msg.frame_last] if msg is not None else None
 
 
+def _undecoded_body(msg: KafkaMessage | None) -> dict[str, str] | None:
+    """The body bytes of a message whose body was not decoded (an unknown API key or
+    version, a header that could not be read) as export bytes, so that nothing the
+    capture held is missing from the export; None when the body was decoded."""
+    if msg is None or msg.body is not None or msg.deferred is not None:
+        return None
+    raw = msg.raw
+    start = msg.body_offset
+    if raw is None or start <= 0 or start >= len(raw):
+        return None
+    return encode_bytes(raw[start:])
+
+
 def _finite(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
@@ -211,6 +227,10 @@ class ExportEncoder:
         }
         if exchange.tls is not None:
             obj["tls"] = exchange.tls.to_dict()     # carried by decrypted TLS
+        for name, msg in (("request_raw", req), ("response_raw", resp)):
+            raw = _undecoded_body(msg)
+            if raw is not None:
+                obj[name] = raw
         if extra_fields._extra and extra_fields.has_export_fields():
             obj["plugins"] = extra_fields.export_values(exchange)
         return obj
@@ -316,12 +336,13 @@ class ExportEncoder:
         for key in SUMMARY_COUNTERS:
             value = counters.get(key)
             obj[key] = int(value) if isinstance(value, (int, float)) else 0
+        obj["not_kafka"] = [dict(row) for row in counters.get("not_kafka") or []]
         return obj
 
 
 #: Run counters every summary object carries (integers; 0 when the engine has none).
 SUMMARY_COUNTERS = ("packets", "connections", "exchanges", "problems", "skipped_bytes",
-                    "gap_bytes")
+                    "gap_bytes", "not_kafka_connections", "not_kafka_bytes", "frame_bytes")
 
 
 class JsonlWriter:

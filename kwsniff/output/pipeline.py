@@ -82,8 +82,9 @@ class Selection:
 
 
 def run_counters(summary: Any, capture_problems: Iterable[str] = (),
-                 exchange_problems: int = 0) -> dict[str, int]:
-    """The counters of one run (see :data:`kwsniff.output.jsonl.SUMMARY_COUNTERS`)."""
+                 exchange_problems: int = 0) -> dict[str, Any]:
+    """The counters of one run (see :data:`kwsniff.output.jsonl.SUMMARY_COUNTERS`;
+    ``not_kafka`` is the engine's list of connections not recognised as Kafka)."""
     get = (lambda name: getattr(summary, name, 0) or 0) if summary is not None else \
         (lambda name: 0)
     run_problems = len(getattr(summary, "problems", []) or []) + get("problems_dropped")
@@ -92,11 +93,44 @@ def run_counters(summary: Any, capture_problems: Iterable[str] = (),
         "connections": int(get("kafka_connections")),
         "exchanges": int(get("exchanges_total")),
         "problems": int(exchange_problems + run_problems + len(list(capture_problems))),
+        "frame_bytes": int(get("frame_bytes")),
         "skipped_bytes": int(get("skipped_bytes")),
         "gap_bytes": int(get("gap_bytes")),
         # TLS connections on a Kafka port that no key decrypted (the end hint)
         "tls_undecrypted": int(get("tls_undecrypted")),
+        "not_kafka_connections": int(get("not_kafka_connections")),
+        "not_kafka_bytes": int(get("not_kafka_bytes")),
+        "not_kafka": list(getattr(summary, "not_kafka", None) or []),
     }
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n < 1000 else \
+        f"{n / 1000:.3g} KB" if n < 1_000_000 else f"{n / 1e6:.3g} MB"
+
+
+def not_kafka_text(counters: dict[str, Any]) -> str | None:
+    """``"2 TCP connections not recognised as Kafka (161 KB; 127.0.0.1:20092,
+    10.0.0.5:8080); try -p 20092"`` (largest first), or None when there are none."""
+    n = counters.get("not_kafka_connections") or 0
+    if not n:
+        return None
+    rows = counters.get("not_kafka") or []
+    servers: list[str] = []
+    ports: list[str] = []
+    for row in rows:
+        server = row["server"]
+        if server not in servers:
+            servers.append(server)
+        port = server.rsplit(":", 1)[-1]
+        if port not in ports:
+            ports.append(port)
+    shown = ", ".join(servers[:3]) + (", ..." if len(servers) > 3 else "")
+    inside = _size(int(counters.get("not_kafka_bytes") or 0)) + (f"; {shown}" if shown else "")
+    text = f"{n} TCP connection{'s' if n != 1 else ''} not recognised as Kafka ({inside})"
+    if ports:
+        text += "; try " + " ".join(f"-p {p}" for p in ports[:3])
+    return text
 
 
 def run_summary_line(counters: dict[str, int], shown: int | None = None,
@@ -110,6 +144,9 @@ def run_summary_line(counters: dict[str, int], shown: int | None = None,
              f"{counters['problems']} problem{'s' if counters['problems'] != 1 else ''}",
              f"{counted(counters['skipped_bytes'], 'byte')} skipped",
              f"{counted(counters['gap_bytes'], 'byte')} lost in gaps"]
+    other = not_kafka_text(counters)
+    if other is not None:
+        parts.append(other)
     line = "; ".join(parts)
     n = counters.get("tls_undecrypted", 0)
     if n:

@@ -34,7 +34,7 @@ class Connection:
 
     __slots__ = ("index", "a", "b", "a_is_client", "first_ts", "last_ts", "first_frame",
                  "last_frame", "packets", "bytes", "gap_bytes", "close_reason", "ignored",
-                 "sink")
+                 "sink", "reopened")
 
     def __init__(self, index: int, a: tuple[str, int], b: tuple[str, int],
                  a_is_client: bool | None, ts: float, frame: int) -> None:
@@ -53,6 +53,8 @@ class Connection:
         self.ignored = False
         # a consumer's fast path for in-order bytes (see kwsniff.tcp.reassembly)
         self.sink: Any = None
+        # times data after a RST (or after both FINs) reopened it (see kwsniff.tcp.reassembly)
+        self.reopened = 0
 
     @property
     def client(self) -> tuple[str, int] | None:

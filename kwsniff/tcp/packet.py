@@ -175,6 +175,12 @@ class PacketParser:
         if family in AF_INET6_VALUES and version == 6:
             return self._ipv6(frame, ts, data, 4, orig_len)
         self.non_tcp += 1
+        seen = self.unsupported_linktypes.get(("family", family), 0)
+        if not seen:
+            self.problems.add(f"frame {frame}: link type NULL/LOOP (BSD loopback): address "
+                              f"family {family} with IP version {version} is not IPv4/IPv6 "
+                              "(is the file's link type right?); such packets are skipped")
+        self.unsupported_linktypes[("family", family)] = seen + 1
         return None
 
     def _raw_ip(self, frame: int, ts: float, data: bytes | memoryview, pos: int,

@@ -26,6 +26,11 @@ Policy (documented in ``docs/tcp-reassembly.md``):
   closed 4-tuple (or with a different initial sequence number) starts a new connection
   with a new index. At most ``max_connections`` are tracked: closed ones are forgotten
   first, then the least recently active open ones are closed as "evicted".
+* Bytes after a FIN or a RST (a damaged capture) are not dropped, as in Wireshark:
+  bytes past a FIN make the FIN void; new bytes (not a retransmission, at most
+  ``REOPEN_WINDOW`` past the end) of a connection closed by RST or FINs reopen it: the
+  same ``Connection`` (``reopened`` counts it) gets a second ``ConnectionOpened``, then
+  its events go on as before. Both are reported as problems.
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ _HALF = 0x80000000
 
 #: Buffer accounting overhead per buffered piece, so tiny segments cannot evade the limit.
 PIECE_OVERHEAD = 64
+#: how far past the end of a closed direction new bytes may start to reopen it
+REOPEN_WINDOW = 1 << 20
 
 _START = itemgetter(0)
 _NO_EVENTS: tuple[Event, ...] = ()
@@ -200,6 +207,19 @@ class TcpReassembler:
                 if not flow.closed:
                     self._close(flow, cx.CLOSE_PORT_REUSED, GAP_CLOSED, frame, ts, events)
                 entry = None
+            elif flow.closed and (payload or missing) and not flags & (RST | SYN) and \
+                    flow.conn.close_reason in (cx.CLOSE_RST, cx.CLOSE_FIN) and \
+                    self._resumes(flow.dirs[d], seq, len(payload) + missing):
+                # new bytes after a RST or FIN (as Wireshark, keep decoding): the same
+                # connection again, announced by a second ConnectionOpened
+                conn = flow.conn
+                self.problems.add(f"frame {frame}: data after the {conn.close_reason.upper()} "
+                                  f"of connection {conn.index}; decoding continues")
+                flow.closed = False
+                flow.dirs[d].fin = None
+                conn.close_reason = None
+                conn.reopened += 1
+                events.append(ConnectionOpened(conn))
             elif flow.closed:
                 # a late segment (final ACK, retransmission) of a closed connection
                 conn = flow.conn
@@ -248,6 +268,15 @@ class TcpReassembler:
         self._close_if_finished(flow, frame, ts, events)
         return events
 
+    @staticmethod
+    def _resumes(ds: _Direction, seq: int, n: int) -> bool:
+        """Do ``n`` bytes at ``seq`` continue the direction's stream (new bytes, at most
+        ``REOPEN_WINDOW`` past its end) rather than repeat old ones?"""
+        if ds.base is None:
+            return False
+        off = ds.unwrap(seq)
+        return off + n > ds.next and off <= ds.next + REOPEN_WINDOW
+
     def _starts_new(self, flow: _Flow, d: int, seq: int, flags: int) -> bool:
         """Does this SYN (from direction ``d`` of ``flow``) start a new connection?"""
         if flow.closed:
@@ -295,15 +324,15 @@ class TcpReassembler:
                 self.retransmissions += 1
             return
         if ds.fin is not None and end > ds.fin:
-            if off >= ds.fin:
-                self.problems.add(f"frame {frame}: {n + missing} bytes after the FIN of "
-                                  f"connection {conn.index} direction {d}; dropped")
-                return
-            keep = ds.fin - off
-            payload = payload[:keep]
-            missing = max(0, keep - len(payload))
-            n = len(payload)
-            end = ds.fin
+            # bytes after a FIN: it was not the end (a damaged capture); as Wireshark,
+            # keep the bytes (the FIN's sequence number, when skipped, is not a hole)
+            self.problems.add(f"frame {frame}: {n + missing} bytes after the FIN of "
+                              f"connection {conn.index} direction {d}; decoding continues")
+            if off == ds.fin + 1 and nxt == ds.fin:
+                ds.base = (ds.base + 1) & _M32
+                off -= 1
+                end -= 1
+            ds.fin = None
         if off < nxt:
             # part of it is already delivered: keep only the new bytes
             cut = nxt - off

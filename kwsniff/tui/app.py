@@ -41,6 +41,7 @@ from textual.widgets import Footer, Header, Input, ProgressBar, Static, Tree
 from kwsniff.errors import UserError
 from kwsniff.output.filter import FilterError
 from kwsniff.output.hexdump import frame_bytes
+from kwsniff.output.pipeline import not_kafka_text
 from kwsniff.output.summary import TIME_FORMATS
 from kwsniff.output.tree import TreeNode, build_tree
 from kwsniff.tui.export import export_rows
@@ -390,6 +391,9 @@ class KwsniffApp(App[None]):
             state = "loaded" if loader.path else "capture stopped"
             parts.append(f"{state}: {c.get('packets', loader.packets)} packets, "
                          f"{c.get('connections', 0)} connections, {c.get('problems', 0)} problems")
+            other = not_kafka_text(c)
+            if other is not None:
+                parts.append(other)
             if loader.error:
                 parts.append(f"error: {loader.error}")
         elif loader.live:

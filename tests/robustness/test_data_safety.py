@@ -18,7 +18,8 @@ from kwsniff.output.facts import ExchangeFacts
 
 RUN_LINE = re.compile(r"^(\d+) exchanges? \((\d+) (shown|exported|counted)\) in (\d+) Kafka "
                       r"connections?, (\d+) packets; (\d+) problems?; (\d+) bytes skipped; "
-                      r"(\d+) bytes lost in gaps$")
+                      r"(\d+) bytes lost in gaps(?:; \d+ TCP connections? not recognised as "
+                      r"Kafka \([^)]*\)(?:; try(?: -p \d+)+)?)?$")
 
 
 def _nasty_capture(path: Path) -> Path:

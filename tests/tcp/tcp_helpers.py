@@ -96,20 +96,26 @@ def joined(events, index=0, direction=0):
 
 
 def check_contract(events):
-    """Assert the event-order contract: opened first, closed last, exact tiling."""
+    """Assert the event-order contract: opened first, closed last, exact tiling (a
+    connection closed by a RST/FIN may be opened again when bytes follow: ``reopened``)."""
     opened, closed = set(), set()
+    last_close = {}
     nxt = defaultdict(int)
     for e in events:
         idx = e.conn.index
         if isinstance(e, ConnectionOpened):
-            assert idx not in opened, f"connection {idx} opened twice"
+            if idx in opened:
+                assert idx in closed and e.conn.reopened, f"connection {idx} opened twice"
+                closed.discard(idx)
             opened.add(idx)
             continue
         assert idx in opened, f"event before ConnectionOpened: {e!r}"
         assert idx not in closed, f"event after ConnectionClosed: {e!r}"
         if isinstance(e, ConnectionClosed):
             closed.add(idx)
-            assert e.reason == e.conn.close_reason
+            last_close[idx] = e
+            if not e.conn.reopened:
+                assert e.reason == e.conn.close_reason
         elif isinstance(e, StreamData):
             assert len(e.data) > 0
             assert e.offset == nxt[idx, e.direction], f"not contiguous: {e!r}"
@@ -118,6 +124,8 @@ def check_contract(events):
             assert e.length > 0
             assert e.offset == nxt[idx, e.direction], f"not contiguous: {e!r}"
             nxt[idx, e.direction] += e.length
+    for e in last_close.values():
+        assert e.reason == e.conn.close_reason
     return opened, closed
 
 

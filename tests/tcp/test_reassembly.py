@@ -22,6 +22,7 @@ from kwsniff.tcp.events import (
     GAP_SNAPLEN,
     ConnectionClosed,
     ConnectionOpened,
+    StreamGap,
 )
 from kwsniff.tcp.packet import flow_key
 from kwsniff.tcp.reassembly import ACK, FIN, PIECE_OVERHEAD, RST, SYN, TcpReassembler
@@ -393,12 +394,29 @@ def test_fin_with_hole_acked_by_peer_is_a_gap_and_closes():
     assert events[-1].reason == "fin"
 
 
-def test_data_after_fin_is_dropped_and_reported():
+def test_data_after_fin_is_kept_and_reported():
+    """A FIN with bytes after it was not the end (a damaged capture): as Wireshark, the
+    bytes are delivered, the FIN's own sequence number is not a hole."""
     c, s = pair()
     segs = handshake(c, s) + [c.send(b"ab"), c.fin(), c.at(3, b"late")]
     events, r = run(segs)
-    assert joined(events) == b"ab"
-    assert any("after the FIN" in p for p in r.problems)
+    check_contract(events)
+    assert joined(events) == b"ablate"
+    assert not [e for e in events if isinstance(e, StreamGap)]
+    assert any("after the FIN" in p and "decoding continues" in p for p in r.problems)
+
+
+def test_data_after_rst_reopens_the_same_connection():
+    c, s = pair()
+    segs = handshake(c, s) + [c.send(b"ab"), s.rst(), c.at(2, b"more"), c.at(0, b"ab")]
+    events, r = run(segs)
+    opened = [e for e in events if isinstance(e, ConnectionOpened)]
+    assert len(opened) == 2 and opened[0].conn is opened[1].conn
+    assert opened[0].conn.reopened == 1
+    assert joined(events) == b"abmore"           # (the retransmission reopens nothing)
+    assert [e.reason for e in events if isinstance(e, ConnectionClosed)] == \
+        ["rst", "end of capture"]
+    assert any("after the RST" in p for p in r.problems)
 
 
 def test_trailing_bytes_acked_but_never_captured_become_a_gap_at_the_end():
