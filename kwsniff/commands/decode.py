@@ -303,7 +303,9 @@ def report_end(counters: dict[str, int], shown: int | None, problems: list[str],
     for line in notes:
         print(line, file=err)
     print(run_summary_line(counters, shown, what), file=err)
-    if note:
+    if note and not counters.get("not_kafka_connections"):
+        # (with connections not recognised as Kafka the summary line names them and
+        # the port to try: the note would say it twice)
         print(note, file=err)
 
 

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             json.dump(report, out, indent=2, sort_keys=False)
             out.write("\n")
             print(run_summary_line(counters, run_.selection.shown, "counted"), file=sys.stderr)
-            if note:
+            if note and not counters.get("not_kafka_connections"):
                 print(note, file=sys.stderr)
         else:
             palette = palette_for(out, args.color)

@@ -20,4 +20,4 @@ cdef class Framer:
     cdef public object skipped_bytes, gap_bytes, gaps, _pending_skip, problems
     cdef public object _fill_end, _fill_frame, last_offset, frames_cut, resyncs
     cdef public object first_offset, probation, held, held_start, seq_offset, _look
-    cdef public object want_end
+    cdef public object want_end, guard

@@ -14,7 +14,10 @@ import pytest
 
 from capture_edit import PCAPS, decode, packets
 
-CAPTURES = sorted(p.name for p in PCAPS.glob("*.pcap"))
+# the captures with a manifest (the TLS ones, tools/make_tls_pcaps.py, have none: their
+# TLS connections are followed by the TLS layer, whose bytes this accounting does not
+# cover yet)
+CAPTURES = sorted(p.name for p in PCAPS.glob("*.pcap") if p.with_suffix(".json").is_file())
 
 
 def stream_extents(pkts: list[tuple]) -> int:
