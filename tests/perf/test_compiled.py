@@ -89,7 +89,10 @@ def _run(args: list[str], capture: Path, env: dict[str, str]) -> tuple[int, byte
     for c in CAPTURES])
 def test_compiled_and_source_print_the_same(capture: Path) -> None:
     compiled, source = _env(), _env(KWSNIFF_PURE="1")
+    keys = capture.with_suffix(".keys")         # a TLS sample capture: decrypt it
+    extra = ["--tls-keylog", str(keys)] if keys.is_file() else []
     for args in COMMANDS:
+        args = [*args, *extra]
         a, b = _run(args, capture, compiled), _run(args, capture, source)
         assert a[0] == b[0] == 0, (args, a[2][-500:], b[2][-500:])
         assert a[1] == b[1], f"stdout of kwsniff {' '.join(args)} differs"
