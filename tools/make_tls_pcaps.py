@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate kwsniff's TLS sample captures (pcaps/tls-*.pcap, -plain.pcap, .keys).
+"""Regenerate kwsniff's TLS sample captures (pcaps/tls/tls*.pcap, -plain.pcap, .keys).
 
 Usage (as root, from the repository root):
 
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=sorted({**SCENARIOS, **BULK}))
     parser.add_argument("--list", action="store_true")
-    parser.add_argument("--out", type=Path, default=ROOT / "pcaps")
+    parser.add_argument("--out", type=Path, default=ROOT / "pcaps" / "tls")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -20,7 +20,7 @@ PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 CAPTURES = sorted(PCAPS.glob("*.pcap")) if PCAPS.is_dir() else []
 
 MOCK_APIVERSIONS = "body decoded only partly: ApiKeys: 16781824 elements cannot fit"
-MOCK_METADATA_V13 = "1 bytes left over after the body"
+MOCK_METADATA_V13 = "1 byte left over after the body"
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from kwsniff.engine import Engine, EngineOptions
 from kwsniff.output.jsonl import ExportEncoder
 from kwsniff.tls.keylog import KeyLog
 
-PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
+PCAPS = Path(__file__).resolve().parents[2] / "pcaps" / "tls"
 NAMES = sorted(p.name[:-5] for p in PCAPS.glob("tls*.keys"))
 SUITES = {"tls13-aes256": ("TLS 1.3", "TLS_AES_256_GCM_SHA384"),
           "tls13-aes128": ("TLS 1.3", "TLS_AES_128_GCM_SHA256"),
@@ -97,7 +97,7 @@ def run_cli(*args: str, env: dict | None = None):
     import os
     import subprocess
     import sys
-    e = dict(os.environ, PYTHONPATH=str(PCAPS.parent))
+    e = dict(os.environ, PYTHONPATH=str(PCAPS.parents[1]))
     e.pop("SSLKEYLOGFILE", None)
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "kwsniff", *args], capture_output=True,
