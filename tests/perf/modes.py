@@ -19,7 +19,9 @@ from pathlib import Path
 from kwsniff.cli import main as cli_main
 
 # "  12   0.003215 10.0.0.1:5123 → 10.0.0.2:9092 <client id> <API vN> #7 3.20 ms ..."
-_SUMMARY = re.compile(r"^\s*(\d+)\s+\S+ (\S+) → (\S+) (.*?) #(\d+|-) (-|[\d.]+ m?s)(?: |$)(.*)$")
+# (a raw SASL token has no correlation id: "(raw token)" stands where "#N" does)
+_SUMMARY = re.compile(r"^\s*(\d+)\s+\S+ (\S+) → (\S+) (.*?) (?:#(\d+|-)|\(raw token\)) "
+                      r"(-|[\d.]+ m?s)(?: |$)(.*)$")
 _PROBLEMS = re.compile(r" \[(\d+) problems?\]$")
 # "Exchange 12: Produce v9, paired, stream 3, 10.0.0.1:5123 → 10.0.0.2:9092, latency ..."
 _TREE_HEAD = re.compile(r"^Exchange (\d+): (.*), ([a-z_]+), stream (\d+), (\S+) → (\S+)(?:, |$)")
@@ -75,7 +77,7 @@ def summary_facts(capture: Path, extra: list[str]) -> ModeFacts:
         pm = _PROBLEMS.search(line)
         facts.exchanges[int(index)] = Exchange(
             int(index), client, broker, who_api,
-            None if corr == "-" else int(corr), paired=latency != "-",
+            None if corr in (None, "-") else int(corr), paired=latency != "-",
             problems=int(pm.group(1)) if pm else 0)
     return facts
 
