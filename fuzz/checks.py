@@ -71,7 +71,11 @@ def check_tcp_events(events: Sequence[Any], frames: int) -> None:
         t = type(ev)
         idx = ev.conn.index
         if t is ConnectionOpened:
-            require(idx not in state, f"connection {idx} opened twice")
+            # (bytes after a RST/FIN reopen the same connection: a second
+            # ConnectionOpened after its ConnectionClosed, its offsets going on)
+            require(state.get(idx) != "open", f"connection {idx} opened twice while open")
+            require(idx not in state or getattr(ev.conn, "reopened", False),
+                    f"connection {idx} opened again without being marked reopened")
             state[idx] = "open"
             continue
         require(state.get(idx) == "open", f"{t.__name__} for connection {idx} in state "
