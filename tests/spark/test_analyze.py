@@ -93,6 +93,11 @@ def test_produced_records_match_the_manifests(tables) -> None:
             produced[(r["topic"], r["partition"])] += r["records"]
     checked = 0
     for path in PCAPS.glob("*.json"):
+        if path.stem == "midstream":
+            # the capture starts in the middle of the traffic on purpose: records acked
+            # before it began are in the manifest but not on the wire it holds (its
+            # producer connection is decoded since endpoint learning, issue 36)
+            continue
         manifest = json.loads(path.read_text())
         acked = defaultdict(int)
         for p in manifest.get("produced") or []:
