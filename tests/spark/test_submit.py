@@ -36,8 +36,12 @@ def test_analyze_under_spark_submit(export_dir: Path, tmp_path: Path) -> None:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith("Input\n=====")
-    assert "Transactions" in proc.stdout
+    # spark-submit's PythonRunner merges the driver's stderr into its stdout
+    # (redirectErrorStream), so the progress lines come first, then the report.
+    progress, sep, report = proc.stdout.partition("Input\n=====")
+    assert sep, proc.stdout[-3000:]
+    assert "[ 1/10] read exports" in progress
+    assert "Transactions" in report
     with open(out / "csv" / "transactions_summary.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["transactional_id"], r["committed"], r["aborted"]) for r in rows] == \

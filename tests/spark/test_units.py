@@ -44,7 +44,7 @@ def test_exchange_schema_is_the_json_schema() -> None:
     assert types["ts"] == T.DoubleType()
     assert types["topics"] == T.ArrayType(T.StringType())
     assert types["request_frames"] == T.ArrayType(T.LongType())
-    assert spark_fields["ts"].metadata["comment"].startswith("Request time")
+    assert spark_fields["ts"].metadata["comment"].startswith("Exchange time: the request's first frame")
 
 
 def test_record_and_summary_schemas() -> None:
