@@ -20,6 +20,7 @@ import runpy
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _compiled = runpy.run_path(os.path.join(HERE, "kwsniff", "_compiled.py"))
@@ -101,7 +102,25 @@ class BuildExt(build_ext):
             self._built[ext.name] = source_hash
 
 
+class BuildPy(build_py):
+    """build_py that also removes what a previous build left in ``build/lib`` and the
+    source no longer has (setuptools only ever adds files there: a deleted ``.pxd`` or
+    module would otherwise reach every later wheel)."""
+
+    def run(self):
+        super().run()
+        keep = {os.path.normpath(p) for p in self.get_outputs(include_bytecode=True)}
+        root = os.path.join(self.build_lib, "kwsniff")
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                path = os.path.normpath(os.path.join(dirpath, name))
+                if path in keep or name.endswith((".so", ".pyd")) \
+                        or name == "_compiled_manifest.json":
+                    continue        # (extensions and their manifest: build_ext's)
+                os.remove(path)
+
+
 setup(
     ext_modules=_kernel_extensions() + _cython_extensions(),
-    cmdclass={"build_ext": BuildExt},
+    cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
 )
