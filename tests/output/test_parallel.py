@@ -209,16 +209,16 @@ def test_sampled_mean_packet_length(tmp_path: Path) -> None:
 def test_crashing_worker_is_reported(capsys: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     parent = os.getpid()
-    real = SummaryFormatter.format
 
-    def crash(self: SummaryFormatter, exchange, facts=None):  # noqa: ANN001, ANN202
-        if os.getpid() != parent and exchange.index == 5:
-            if how == "signal":
-                os.kill(os.getpid(), signal.SIGKILL)
-            raise RuntimeError("boom")
-        return real(self, exchange, facts)
+    class Crashing(SummaryFormatter):   # (an extension type when compiled: subclass it)
+        def format(self, exchange, facts=None):  # noqa: ANN001, ANN202
+            if os.getpid() != parent and exchange.index == 5:
+                if how == "signal":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise RuntimeError("boom")
+            return super().format(exchange, facts)
 
-    monkeypatch.setattr(SummaryFormatter, "format", crash)
+    monkeypatch.setattr(parallel, "SummaryFormatter", Crashing)
     monkeypatch.setattr(parallel_pipe, "pipeline_wanted", lambda *a: False)   # (not piped)
     code, out, err = _run(capsys, ["decode", "-j", "2", str(GROUP)])
     why = "RuntimeError: boom" if how == "exception" else "killed by signal SIGKILL"
@@ -249,11 +249,12 @@ def test_ctrl_c_ends_workers() -> None:
     code = (
         "import sys, time\n"
         "from kwsniff.output.summary import SummaryFormatter\n"
-        "real = SummaryFormatter.format\n"
-        "def slow(self, ex, facts=None):\n"
-        "    time.sleep(0.2)\n"
-        "    return real(self, ex, facts)\n"
-        "SummaryFormatter.format = slow\n"
+        "from kwsniff.commands import parallel, parallel_pipe\n"
+        "class Slow(SummaryFormatter):\n"
+        "    def format(self, ex, facts=None):\n"
+        "        time.sleep(0.2)\n"
+        "        return super().format(ex, facts)\n"
+        "parallel.SummaryFormatter = parallel_pipe.SummaryFormatter = Slow\n"
         "from kwsniff.cli import main\n"
         f"sys.exit(main(['decode', '-j', '2', {str(GROUP)!r}]))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
