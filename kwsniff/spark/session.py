@@ -14,7 +14,9 @@ Contract:
 * Logs: with ``quiet`` (the default) a driver JVM started here gets a log4j2
   configuration (:data:`QUIET_LOG4J2`, through ``-Dlog4j2.configurationFile``) that
   prints only errors, and the session's level is ERROR; ``quiet=False`` (``--verbose``)
-  keeps Spark's own configuration at WARN. The JVM's own start-up notes (e.g. "Using
+  keeps Spark's own configuration at WARN. A ``spark.driver.extraJavaOptions`` of the
+  user's (``--conf``) is kept, with the quiet set-up added unless it names a log4j
+  configuration itself. The JVM's own start-up notes (e.g. "Using
   incubator modules") are not log4j output and still appear.
 * On a non-local master the kwsniff package is zipped and shipped to the executors
   (``addPyFile``), so workers need only Python and kwsniff's own dependencies
@@ -66,6 +68,15 @@ def quiet_log4j2_file() -> str:
 
 
 _QUIET_FILE: str | None = None
+
+
+def driver_java_options(user: str, quiet: str) -> str:
+    """The driver JVM options for a user's ``spark.driver.extraJavaOptions`` when kwsniff
+    also wants its quiet log set-up (``quiet``): both, unless the user names a log4j2
+    configuration of their own (theirs wins)."""
+    if "log4j2.configurationFile" in user or "log4j.configuration" in user:
+        return user
+    return f"{user} {quiet}".strip()
 
 
 def is_local_master(master: str | None) -> bool:
@@ -131,6 +142,11 @@ def spark_session(master: str | None = None, app_name: str = "kwsniff", *,
     if quiet and not _under_spark_submit():
         settings["spark.driver.extraJavaOptions"] = \
             f"-Dlog4j2.configurationFile=file:{quiet_log4j2_file()}"
+    if conf and "spark.driver.extraJavaOptions" in settings \
+            and "spark.driver.extraJavaOptions" in conf:
+        conf = dict(conf)           # the user's options, and the quiet log set-up with them
+        conf["spark.driver.extraJavaOptions"] = driver_java_options(
+            conf["spark.driver.extraJavaOptions"], settings["spark.driver.extraJavaOptions"])
     if local:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings.update({

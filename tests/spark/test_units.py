@@ -26,7 +26,7 @@ from kwsniff.spark.capture_files import (  # noqa: E402
     survey,
 )
 from kwsniff.spark.error_sites import error_sites  # noqa: E402
-from kwsniff.spark.session import is_local_master, package_zip  # noqa: E402
+from kwsniff.spark.session import driver_java_options, is_local_master, package_zip  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -320,3 +320,11 @@ def test_html_table_is_whole_sortable_and_numbers_right_aligned() -> None:
     assert "<td class='num' data-v='7000'>7,000</td>" in page
     assert "<td class='txt'>2017-07-14" in page               # times are not numbers
     assert tables.is_time_column("first_ts") and not tables.is_time_column("requests")
+
+
+def test_driver_java_options_keep_the_users_and_the_quiet_log_setup() -> None:
+    quiet = "-Dlog4j2.configurationFile=file:/tmp/q.properties"
+    assert driver_java_options("-Xss4m -Dfoo=1", quiet) == f"-Xss4m -Dfoo=1 {quiet}"
+    assert driver_java_options("", quiet) == quiet
+    mine = "-Dlog4j2.configurationFile=file:/etc/mine.properties"
+    assert driver_java_options(mine, quiet) == mine        # theirs wins
