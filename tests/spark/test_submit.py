@@ -47,3 +47,26 @@ def test_analyze_under_spark_submit(export_dir: Path, tmp_path: Path) -> None:
     assert [(r["transactional_id"], r["committed"], r["aborted"]) for r in rows] == \
         [("kwsniff-txn", "2", "1")]
     assert (out / "charts" / "latency_by_api.png").exists()
+
+
+def test_analyze_progress_and_quiet_logs_with_the_users_java_options(export_dir: Path,
+                                                                     tmp_path: Path) -> None:
+    # A fresh driver JVM started by `kwsniff analyze` (not spark-submit): one progress line
+    # per step on stderr, no log4j WARN/INFO lines, also when the user passes driver Java
+    # options of their own (they used to replace the quiet log set-up).
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    cmd = [sys.executable, "-m", "kwsniff", "analyze",
+           str(export_dir / "rdkafka-acks.jsonl"), "-o", str(tmp_path / "out"),
+           "--master", "local[2]", "--driver-memory", "1g", "--charts", "none",
+           "--conf", "spark.driver.extraJavaOptions=-Dkwsniff.test=1"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    err = proc.stderr.splitlines()
+    steps = [line for line in err if line.startswith("[")]
+    total = steps[0].split("/")[1].split("]")[0] if steps else "?"
+    assert len(steps) == int(total)
+    assert steps[0].replace(" ", "").startswith(f"[1/{total}]readexports"), steps[0]
+    logs = [line for line in err if " WARN " in line or " INFO " in line]
+    assert logs == [], logs[:5]
