@@ -44,5 +44,6 @@ cdef class _Builder:
     cpdef array(self, TreeNode parent, key, list value, section, tuple path, about, enum,
                 struct_info, tuple names)
 
+@cython.locals(node=TreeNode)
 cdef TreeNode _new(label, value, list children, start, length, message, about, tuple path,
                    style)
