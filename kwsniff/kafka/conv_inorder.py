@@ -52,6 +52,22 @@ class InOrderPairing(ReleaseControl):
     loss_seen: int
     sasl_client_id: str | None
 
+    def _place(self, msg: KafkaMessage, f: Frame) -> None:
+        """Copy the position of frame ``f`` (frames, times, stream offset, what is missing
+        or was skipped before it) onto ``msg``, the message decoded from it."""
+        msg.frame_first = f.frame_first
+        msg.frame_last = f.frame_last
+        msg.ts_first = f.ts_first
+        msg.ts_last = f.ts_last
+        msg.stream_offset = f.offset
+        if f.missing:
+            msg.missing = f.missing
+            msg.problems.append(f"{f.missing} bytes of this message are missing from the "
+                                "capture; only its start was decoded")
+        if f.skipped_before:
+            msg.problems.append(f"resynchronised: {f.skipped_before} bytes before this "
+                                "message were skipped")
+
     def _sasl_token(self, f: Frame, d: int, client: bool, note: str | None = None) -> None:
         mech = self.summary.sasl_mechanism
         kind = REQUEST if client else RESPONSE

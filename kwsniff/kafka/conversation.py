@@ -358,21 +358,6 @@ class Conversation(ResyncChecks):
     def _key(self, f: Frame, d: int) -> tuple:
         return (f.frame_first, self.conn.index, d, f.offset)
 
-    @staticmethod
-    def _place(msg: KafkaMessage, f: Frame) -> None:
-        msg.frame_first = f.frame_first
-        msg.frame_last = f.frame_last
-        msg.ts_first = f.ts_first
-        msg.ts_last = f.ts_last
-        msg.stream_offset = f.offset
-        if f.missing:
-            msg.missing = f.missing
-            msg.problems.append(f"{f.missing} bytes of this message are missing from the "
-                                "capture; only its start was decoded")
-        if f.skipped_before:
-            msg.problems.append(f"resynchronised: {f.skipped_before} bytes before this "
-                                "message were skipped")
-
     def _exchange(self, status: str, req: KafkaMessage | None, resp: KafkaMessage | None,
                   protocol: str = "kafka", problems: list[str] | None = None) -> Exchange:
         s = self.summary

@@ -7,6 +7,9 @@ cdef class Frame:
     cdef public object raw, offset, frame_first, frame_last, ts_first, ts_last
     cdef public object missing, skipped_before, discarded
 
+cimport cython
+
+@cython.locals(f=Frame)
 cdef Frame _whole_frame(object raw, object offset, object frame, object ts,
                         object skipped_before)
 

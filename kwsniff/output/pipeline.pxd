@@ -1,6 +1,12 @@
 # Augmenting declarations for pipeline.py (Cython pure-Python mode): the selection as an
-# extension type, its per-exchange loop reading its counters as C struct fields
-# (object-typed, as in the uncompiled module). pipeline.py stays the one source.
+# extension type, its per-exchange step (select) reading its counters and the exchange's
+# messages as C struct fields (object-typed, as in the uncompiled module). pipeline.py
+# stays the one source.
+cimport cython
+from kwsniff.kafka.model cimport Exchange, KafkaMessage
 
 cdef class Selection:
     cdef public object filter, lean, lane, count, names, seen, shown, problems
+
+    @cython.locals(req=KafkaMessage, resp=KafkaMessage)
+    cpdef select(self, Exchange ex, matches)

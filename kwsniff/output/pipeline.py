@@ -49,36 +49,42 @@ class Selection:
     def __call__(self, exchanges: Iterable[Exchange]) -> Iterator[tuple[Exchange, ExchangeFacts]]:
         matches = self.filter.matches if self.filter is not None else None
         limit = self.count
-        names = self.names
-        lean = self.lean
-        lane = self.lane
         for ex in exchanges:
             if limit is not None and self.shown >= limit:
                 return
-            self.seen += 1
-            # (the lane completes deferred bodies first where it declines)
-            facts = None
-            if lane is not None:
-                if matches is None:
-                    facts = lane.facts(ex)
-                else:       # a filter reads the full facts
-                    lane.complete(ex)
-            if ex.problems or (ex.request is not None and ex.request.problems) or \
-                    (ex.response is not None and ex.response.problems):
-                self.problems += len(ex.all_problems())
-            if facts is None:
-                facts = ExchangeFacts(ex, names, lean=lean)
-            # batch header and CRC checks of the record sets: problems every mode
-            # (summary line, -V tree, export) lists with the exchange
-            self.problems += facts.record_problems
-            if matches is not None:
-                if not matches(facts):
-                    # Topic ids learnt from filtered-out exchanges still help later ones.
-                    if ex.response is not None and ex.api_key in (3, 19, 20, 75):
-                        facts.topics  # noqa: B018 - walks the body, learning ids
-                    continue
-            self.shown += 1
-            yield ex, facts
+            facts = self.select(ex, matches)
+            if facts is not None:
+                yield ex, facts
+
+    def select(self, ex: Exchange, matches: Any) -> Any:
+        """Count ``ex`` and return its facts when it is shown (None: ``matches``, the
+        display filter's test, rejected it)."""
+        self.seen += 1
+        req, resp = ex.request, ex.response
+        # (the lane completes deferred bodies first where it declines)
+        facts = None
+        lane = self.lane
+        if lane is not None:
+            if matches is None:
+                facts = lane.facts(ex)
+            else:       # a filter reads the full facts
+                lane.complete(ex)
+        if ex.problems or (req is not None and req.problems) or \
+                (resp is not None and resp.problems):
+            self.problems += len(ex.all_problems())
+        if facts is None:
+            facts = ExchangeFacts(ex, self.names, lean=self.lean)
+        # batch header and CRC checks of the record sets: problems every mode
+        # (summary line, -V tree, export) lists with the exchange
+        self.problems += facts.record_problems
+        if matches is not None:
+            if not matches(facts):
+                # Topic ids learnt from filtered-out exchanges still help later ones.
+                if resp is not None and ex.api_key in (3, 19, 20, 75):
+                    facts.topics  # noqa: B018 - walks the body, learning ids
+                return None
+        self.shown += 1
+        return facts
 
 
 def run_counters(summary: Any, capture_problems: Iterable[str] = (),

@@ -3,6 +3,7 @@
 # whose caches and settings are struct fields (``format`` stays a Python-visible method:
 # a subclass may override it). summary.py stays the one source.
 cimport cython
+from kwsniff.kafka.model cimport Exchange, KafkaMessage
 
 cpdef str format_time(ts, mode, start)
 cpdef str format_latency(ms)
@@ -15,5 +16,6 @@ cdef class SummaryFormatter:
     cpdef str _route(self, client, broker)
     cpdef str _api(self, msg, protocol, exchange)
     cpdef str _client(self, client_id)
-    @cython.locals(index=Py_ssize_t, line=str, problems=Py_ssize_t)
-    cpdef str format(self, exchange, facts=*)
+    @cython.locals(index=Py_ssize_t, line=str, problems=Py_ssize_t, req=KafkaMessage,
+                   resp=KafkaMessage, first=KafkaMessage)
+    cpdef str format(self, Exchange exchange, facts=*)
