@@ -122,7 +122,7 @@ class SummaryLane:
         resp = ex.response
         if _skim_fields is None or ex.protocol != "kafka":
             return None
-        if extra_fields._extra and any(f.digest for f in extra_fields._extra.values()):
+        if extra_fields._extra and _plugin_digest_fields():
             return None     # (plugin fields on the summary line read the records)
         if resp is not None and resp.deferred is None:
             return None
@@ -149,6 +149,11 @@ class SummaryLane:
             return None
         facts.digest_text = _digest.compose(ex, left, right)
         return facts
+
+
+def _plugin_digest_fields() -> bool:
+    """Whether a plugin field is shown on the summary line."""
+    return any(f.digest for f in extra_fields._extra.values())
 
 
 def _body(msg: KafkaMessage, errors: list[int] | None) -> dict[str, Any] | None:
