@@ -2,6 +2,7 @@
 # extension type (one per line of every tree) and its plain renderer typed. tree.py
 # stays the one source.
 cimport cython
+from kwsniff.kafka.records cimport Batch, Record, Records
 
 cdef class TreeNode:
     cdef public object label
@@ -40,6 +41,12 @@ cdef class _Builder:
     @cython.locals(node=TreeNode)
     cpdef value(self, TreeNode parent, key, value, section, tuple path, about, enum,
                 holder, struct_info=*, names=*, bint meta=*)
+    @cython.locals(node=TreeNode)
+    cpdef records(self, TreeNode parent, key, Records records, section, tuple path, about)
+    @cython.locals(node=TreeNode)
+    cpdef batch(self, TreeNode parent, index, Batch b, Records records, base, tuple path)
+    @cython.locals(node=TreeNode, kids=list)
+    cpdef record(self, TreeNode parent, index, Record r, Records records, base)
     @cython.locals(node=TreeNode, child=TreeNode)
     cpdef array(self, TreeNode parent, key, list value, section, tuple path, about, enum,
                 struct_info, tuple names)
