@@ -1,0 +1,340 @@
+"""Scenarios for the cross-exchange insights (end-to-end latency, lag, rebalances, producer
+health), with the clients' own timelines in the manifest's ``insights`` object.
+
+* ``insights-groups``: one producer writes timestamped messages while two consumer groups
+  read them: ``insights-fast`` (a member joins mid-way and the first one leaves: two
+  rebalances) and ``insights-slow`` (one member that sleeps per message: it lags).
+* ``insights-idempotent-retry``: an idempotent producer whose broker delays its answers,
+  then closes every connection with Produce requests in flight: the client sends the
+  same batches (producer id, epoch, sequence) again.
+
+What the clients log (wall-clock ``time.time()``, the clock tcpdump's timestamps come
+from), under ``doc["insights"]``:
+
+* ``produced``: per message the call time (also sent as the ``produced-at`` header) and
+  the delivery report's time, partition and offset;
+* ``consumed``: per message and group, the time ``poll`` returned it;
+* ``commits``: per synchronous commit, the time it returned and the offsets, plus for the
+  slow group the high watermark librdkafka cached from its last Fetch response;
+* ``rebalances``: the assign/revoke callbacks (time, member, partitions);
+* ``responses``: every response the clients' librdkafka logged receiving
+  (``debug=protocol`` "Received XResponse" lines: client, api, correlation id, time in
+  milliseconds).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from ..brokers import MockCluster
+from ..clients import RdkConsumer, RdkProducer
+from ..context import ScenarioContext, ScenarioFailed
+from . import Scenario
+from .rdkafka import register_mock
+
+GROUPS_PORT = 20292
+GROUPS_TOPIC = "clicks"
+FAST_GROUP = "insights-fast"
+SLOW_GROUP = "insights-slow"
+MESSAGES = 60
+INTERVAL = 0.15
+SLOW_LIMIT = 12
+SLOW_SLEEP = 0.5
+
+RETRY_PORT = 20392
+RETRY_TOPIC = "payments"
+
+# "%7|1795253097.596|RECV|rk#consumer-1| [thrd:...]: host:port/1: Received FetchResponse
+#  (v11, 1234 bytes, CorrId 7, rtt 1.23ms)"
+_RDK_RECV = re.compile(
+    r"^%\d+\|(?P<ts>\d+\.\d+)\|RECV\|(?P<rk>[^|#]+)#[^|]*\| \[thrd:[^\]]*\]: "
+    r"[^:]*:?(?P<port>\d+)?[^ ]*: Received (?P<api>\w+?)Response "
+    r"\(v(?P<ver>\d+), (?P<size>\d+) bytes, CorrId (?P<corr>\d+)")
+
+
+def client_responses(text: str) -> list[dict[str, Any]]:
+    """The responses librdkafka logged receiving (``debug=protocol``), in log order."""
+    out = []
+    for line in text.splitlines():
+        if "|RECV|" not in line or " Received " not in line:
+            continue
+        m = _RDK_RECV.match(line)
+        if m:
+            out.append({"client_id": m.group("rk"), "api": m.group("api"),
+                        "api_version": int(m.group("ver")),
+                        "correlation_id": int(m.group("corr")), "ts": float(m.group("ts"))})
+    return out
+
+
+class Timeline:
+    """Thread-safe lists of client events, written to ``doc["insights"]`` at the end."""
+
+    def __init__(self, ctx: ScenarioContext) -> None:
+        self.lock = threading.Lock()
+        self.data: dict[str, list[dict[str, Any]]] = {
+            "produced": [], "consumed": [], "commits": [], "rebalances": []}
+        self.errors: list[str] = []
+
+        def post(doc: dict[str, Any]) -> None:
+            text = ctx.client_log_path.read_text(errors="replace") \
+                if ctx.client_log_path.exists() else ""
+            doc["insights"] = dict(self.data, responses=client_responses(text))
+        ctx.post_processors.append(post)
+
+    def add(self, kind: str, **entry: Any) -> dict[str, Any]:
+        with self.lock:
+            self.data[kind].append(entry)
+        return entry
+
+
+def _tp_list(tps: list[TopicPartition]) -> list[dict[str, Any]]:
+    return [{"topic": tp.topic, "partition": tp.partition, "offset": tp.offset}
+            for tp in tps]
+
+
+class GroupMember(threading.Thread):
+    """A consumer-group member polling in its own thread until told to stop (or until it
+    consumed ``limit`` messages); commits every message synchronously; with ``sleep``
+    it works that long on each message (the slow group)."""
+
+    def __init__(self, ctx: ScenarioContext, tl: Timeline, bootstrap: str, group: str,
+                 client_id: str, *, sleep: float = 0.0, limit: int | None = None) -> None:
+        super().__init__(name=client_id, daemon=True)
+        self.tl, self.group, self.client_id = tl, group, client_id
+        self.sleep, self.limit = sleep, limit
+        self.stop_flag = threading.Event()
+        self.rdk = RdkConsumer(ctx, bootstrap, client_id, **{
+            "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "heartbeat.interval.ms": 300,
+            "session.timeout.ms": 6000, "partition.assignment.strategy": "range",
+            "fetch.wait.max.ms": 100})
+        self.count = 0
+
+    def _on_assign(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
+        self.tl.add("rebalances", ts=time.time(), group=self.group, client_id=self.client_id,
+                    event="assign", member_id=consumer.memberid(),
+                    partitions=[tp.partition for tp in tps])
+
+    def _on_revoke(self, consumer: Consumer, tps: list[TopicPartition]) -> None:
+        self.tl.add("rebalances", ts=time.time(), group=self.group, client_id=self.client_id,
+                    event="revoke", member_id=consumer.memberid(),
+                    partitions=[tp.partition for tp in tps])
+
+    def run(self) -> None:
+        c = self.rdk.consumer
+        try:
+            c.subscribe([GROUPS_TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke)
+            while not self.stop_flag.is_set():
+                if self.limit is not None and self.count >= self.limit:
+                    time.sleep(0.05)
+                    continue
+                msg = c.poll(0.05)
+                if msg is None:
+                    continue
+                if msg.error():
+                    if msg.error().code() != KafkaError._PARTITION_EOF:
+                        self.tl.errors.append(f"{self.client_id}: {msg.error()}")
+                    continue
+                now = time.time()
+                self.rdk._record(msg)
+                headers = dict(msg.headers() or [])
+                self.tl.add("consumed", ts=now, group=self.group, client_id=self.client_id,
+                            topic=msg.topic(), partition=msg.partition(),
+                            offset=msg.offset(),
+                            produced_at=float(headers.get("produced-at", b"0")))
+                self.count += 1
+                if self.sleep:
+                    time.sleep(self.sleep)
+                tp = TopicPartition(msg.topic(), msg.partition())
+                low, high = c.get_watermark_offsets(tp, cached=True)
+                try:
+                    committed = c.commit(message=msg, asynchronous=False)
+                    error = None
+                except KafkaException as exc:    # e.g. REBALANCE_IN_PROGRESS
+                    committed = [TopicPartition(msg.topic(), msg.partition(),
+                                                msg.offset() + 1)]
+                    error = exc.args[0].name()
+                self.tl.add("commits", ts=time.time(), group=self.group,
+                            client_id=self.client_id, offsets=_tp_list(committed or []),
+                            cached_high_watermark=high, error=error)
+        except Exception as exc:  # noqa: BLE001 - reported as a scenario failure
+            self.tl.errors.append(f"{self.client_id}: {exc!r}")
+
+    def finish(self) -> None:
+        self.stop_flag.set()
+        self.join(30)
+        self.rdk.close()
+
+
+def groups(ctx: ScenarioContext) -> None:
+    with MockCluster([GROUPS_PORT]) as mock:
+        register_mock(ctx, mock)
+        mock.create_topic(GROUPS_TOPIC, 2)
+        mock.set_group_initial_rebalance_delay(100)
+        ctx.manifest.add_topic(GROUPS_TOPIC, 2, "mock API (rd_kafka_mock_topic_create)")
+        bs = mock.bootstrap_servers
+        tl = Timeline(ctx)
+        with ctx.capture(mock.ports):
+            fast1 = GroupMember(ctx, tl, bs, FAST_GROUP, "fast-1")
+            slow = GroupMember(ctx, tl, bs, SLOW_GROUP, "slow-1", sleep=SLOW_SLEEP,
+                               limit=SLOW_LIMIT)
+            fast1.start()
+            slow.start()
+            time.sleep(0.8)      # both groups formed before the first message
+            prod = RdkProducer(ctx, bs, "clicks-producer", acks=-1, **{"linger.ms": 0})
+            producing = threading.Thread(target=_produce_clicks, args=(prod, tl), daemon=True)
+            producing.start()
+            time.sleep(1.0)
+            fast2 = GroupMember(ctx, tl, bs, FAST_GROUP, "fast-2")
+            fast2.start()            # joins: first rebalance
+            _wait_assigned(tl, "fast-2", 1)
+            time.sleep(1.0)
+            fast1.finish()           # leaves (LeaveGroup): second rebalance
+            _wait_assigned(tl, "fast-2", 2)
+            producing.join(60)
+            prod.flush()
+            time.sleep(1.5)      # the fast group catches up
+            fast2.finish()
+            slow.finish()
+            prod.close()
+        if tl.errors:
+            raise ScenarioFailed("; ".join(tl.errors))
+        consumed_fast = {(c["partition"], c["offset"]) for c in tl.data["consumed"]
+                         if c["group"] == FAST_GROUP}
+        if len(consumed_fast) != MESSAGES:
+            raise ScenarioFailed(f"fast group consumed {len(consumed_fast)} distinct "
+                                 f"messages of {MESSAGES}")
+        for g, members in ((FAST_GROUP, ["fast-1", "fast-2"]), (SLOW_GROUP, ["slow-1"])):
+            ctx.manifest.add_group(g, members, [], coordinator_node=1,
+                                   protocol_type="consumer", assignment_strategy="range")
+        ctx.manifest.note(f"{MESSAGES} messages, one every {INTERVAL * 1000:.0f} ms "
+                          "alternating partitions 0/1, each with a produced-at header; "
+                          "fast-2 joins insights-fast 1 s after the first, fast-1 leaves "
+                          "1 s after fast-2 got its first assignment; slow-1 sleeps "
+                          f"{SLOW_SLEEP * 1000:.0f} ms per message and stops after "
+                          f"{SLOW_LIMIT}; every member commits each message synchronously")
+
+
+def _produce_clicks(prod: RdkProducer, tl: Timeline) -> None:
+    for n in range(MESSAGES):
+        sent_at = time.time()
+        record = tl.add("produced", ts=sent_at, client_id="clicks-producer",
+                        topic=GROUPS_TOPIC, partition=n % 2, key=f"click-{n}")
+        prod.produce(GROUPS_TOPIC, f"click-{n}".encode(), f"click {n}".encode(),
+                     headers=[("produced-at", f"{sent_at:.6f}".encode())],
+                     partition=n % 2, on_delivered=_track_delivery(record))
+        prod.producer.poll(0)
+        time.sleep(INTERVAL)
+        prod.producer.poll(0)
+
+
+def _wait_assigned(tl: Timeline, client_id: str, count: int, timeout: float = 20.0) -> None:
+    """Wait until ``client_id`` got its ``count``-th partition assignment."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with tl.lock:
+            got = sum(1 for r in tl.data["rebalances"]
+                      if r["client_id"] == client_id and r["event"] == "assign")
+        if got >= count:
+            return
+        time.sleep(0.05)
+    raise ScenarioFailed(f"{client_id}: no assignment #{count} within {timeout}s")
+
+
+def _drain(reader: RdkConsumer, quiet: float) -> list[Any]:
+    """Every further message until none came for ``quiet`` seconds (recorded)."""
+    extra = []
+    deadline = time.monotonic() + quiet
+    while time.monotonic() < deadline:
+        msg = reader.consumer.poll(0.1)
+        if msg is None or msg.error():
+            continue
+        reader._record(msg)
+        extra.append(msg)
+        deadline = time.monotonic() + quiet
+    return extra
+
+
+def _track_delivery(record: dict[str, Any]) -> Any:
+    """A delivery callback completing the timeline entry ``record``."""
+    def delivered(err: KafkaError | None, msg: Any) -> None:
+        record["delivered_at"] = time.time()
+        record["partition"] = msg.partition()
+        record["offset"] = msg.offset() if (msg.offset() or 0) >= 0 else None
+        record["error"] = err.name() if err is not None else None
+    return delivered
+
+
+def idempotent_retry(ctx: ScenarioContext) -> None:
+    with MockCluster([RETRY_PORT]) as mock:
+        register_mock(ctx, mock)
+        mock.create_topic(RETRY_TOPIC, 1)
+        ctx.manifest.add_topic(RETRY_TOPIC, 1, "mock API (rd_kafka_mock_topic_create)")
+        bs = mock.bootstrap_servers
+        tl = Timeline(ctx)
+        cut: dict[str, float] = {}
+        with ctx.capture(mock.ports):
+            prod = RdkProducer(ctx, bs, "payments-producer", acks=-1, **{
+                "enable.idempotence": True, "linger.ms": 0,
+                "max.in.flight.requests.per.connection": 5})
+            for n in range(10):
+                if n == 4:
+                    prod.flush()
+                    mock.set_broker_rtt(1, 400)      # answers now take 400 ms...
+                if n == 8:
+                    time.sleep(0.15)
+                    cut["down_at"] = time.time()
+                    mock.set_broker_down(1)          # ...and the connection is cut
+                    time.sleep(0.3)
+                    mock.set_broker_rtt(1, 0)
+                    mock.set_broker_up(1)
+                    cut["up_at"] = time.time()
+                sent_at = time.time()
+                record = tl.add("produced", ts=sent_at, client_id="payments-producer",
+                                topic=RETRY_TOPIC, partition=0, key=f"pay-{n}")
+                prod.produce(RETRY_TOPIC, f"pay-{n}".encode(), f"payment {n}".encode(),
+                             partition=0,
+                             headers=[("produced-at", f"{sent_at:.6f}".encode())],
+                             on_delivered=_track_delivery(record))
+                prod.producer.poll(0)
+                time.sleep(0.02)
+            prod.flush(30, allow_failures=True)
+            prod.close()
+            reader = RdkConsumer(ctx, bs, "payments-reader", **{
+                "group.id": "insights-payments-reader", "enable.auto.commit": False,
+                "auto.offset.reset": "earliest", "enable.partition.eof": True})
+            reader.consumer.assign([TopicPartition(RETRY_TOPIC, 0, 0)])
+            got = reader.consume(10, timeout=30)
+            got += _drain(reader, 0.8)
+            reader.close()
+        tl.data["connection_cut"] = [cut]
+        tl.data["log"] = [{"offset": m.offset(), "key": (m.key() or b"").decode()}
+                          for m in got]
+        keys = [m.key() for m in got]
+        if len(set(keys)) != len(keys):
+            ctx.manifest.note("the mock broker wrote retried batches again (it does not "
+                              "deduplicate idempotent sequences): the log reads "
+                              + ", ".join(f"{m.offset()}:{(m.key() or b'').decode()}"
+                                          for m in got))
+        ctx.manifest.note("payments-producer (enable.idempotence) sends 4 messages, then the "
+                          "mock broker delays its answers by 400 ms; 4 more are sent, 150 ms "
+                          "later the broker closes every connection (down 300 ms, then up "
+                          "with no delay) and the producer sends the unanswered batches "
+                          "again; payments-reader reads the partition back")
+
+
+SCENARIOS = [
+    Scenario("insights-groups",
+             "librdkafka producer with two consumer groups (one slow, lagging; one "
+             "rebalanced by a member joining and one leaving), for latency/lag/rebalances",
+             groups),
+    Scenario("insights-idempotent-retry",
+             "librdkafka idempotent producer whose broker connection is cut with Produce "
+             "requests in flight (retries of the same sequences)",
+             idempotent_retry),
+]
