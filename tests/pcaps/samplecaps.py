@@ -34,6 +34,8 @@ EXPECTED = [
     "tansu-sasl",
     "midstream",
     "plugins-avro-protobuf-json",   # tools/make_plugin_pcap.py (plugin tests)
+    "insights-groups",              # cross-exchange insights (tests/insights)
+    "insights-idempotent-retry",
 ]
 
 MAX_BYTES = 1024 * 1024

@@ -246,6 +246,17 @@ def _wait_assigned(tl: Timeline, client_id: str, count: int, timeout: float = 20
     raise ScenarioFailed(f"{client_id}: no assignment #{count} within {timeout}s")
 
 
+def mark_resent(produced: list[dict[str, Any]], cut: dict[str, float],
+                entries: dict[str, dict[str, Any]]) -> None:
+    """Messages handed to the producer before the cut and delivered only after the
+    broker came back were in flight (max.in.flight 5, linger.ms 0: sent at once) and
+    were sent again on the new connection: their manifest entries get ``sends: 2``."""
+    for rec in produced:
+        delivered = rec.get("delivered_at")
+        if rec["ts"] < cut["down_at"] and delivered is not None and delivered > cut["up_at"]:
+            entries[rec["key"]]["sends"] = 2
+
+
 def _drain(reader: RdkConsumer, quiet: float) -> list[Any]:
     """Every further message until none came for ``quiet`` seconds (recorded)."""
     extra = []
@@ -278,6 +289,7 @@ def idempotent_retry(ctx: ScenarioContext) -> None:
         bs = mock.bootstrap_servers
         tl = Timeline(ctx)
         cut: dict[str, float] = {}
+        entries: dict[str, dict[str, Any]] = {}
         with ctx.capture(mock.ports):
             prod = RdkProducer(ctx, bs, "payments-producer", acks=-1, **{
                 "enable.idempotence": True, "linger.ms": 0,
@@ -297,7 +309,7 @@ def idempotent_retry(ctx: ScenarioContext) -> None:
                 sent_at = time.time()
                 record = tl.add("produced", ts=sent_at, client_id="payments-producer",
                                 topic=RETRY_TOPIC, partition=0, key=f"pay-{n}")
-                prod.produce(RETRY_TOPIC, f"pay-{n}".encode(), f"payment {n}".encode(),
+                entries[record["key"]] = prod.produce(RETRY_TOPIC, f"pay-{n}".encode(), f"payment {n}".encode(),
                              partition=0,
                              headers=[("produced-at", f"{sent_at:.6f}".encode())],
                              on_delivered=_track_delivery(record))
@@ -313,6 +325,7 @@ def idempotent_retry(ctx: ScenarioContext) -> None:
             got += _drain(reader, 0.8)
             reader.close()
         tl.data["connection_cut"] = [cut]
+        mark_resent(tl.data["produced"], cut, entries)
         tl.data["log"] = [{"offset": m.offset(), "key": (m.key() or b"").decode()}
                           for m in got]
         keys = [m.key() for m in got]
