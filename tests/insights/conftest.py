@@ -18,3 +18,9 @@ def groups_capture() -> tuple[dict[str, Any], dict[str, Any]]:
 def retry_capture() -> tuple[dict[str, Any], dict[str, Any]]:
     """(kwsniff's insights, the clients' manifest) of pcaps/insights-idempotent-retry."""
     return insights_of("insights-idempotent-retry"), manifest("insights-idempotent-retry")
+
+
+@pytest.fixture(scope="session")
+def timeout_capture() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(kwsniff's insights, the clients' manifest) of pcaps/insights-session-timeout."""
+    return insights_of("insights-session-timeout"), manifest("insights-session-timeout")

@@ -36,6 +36,7 @@ EXPECTED = [
     "plugins-avro-protobuf-json",   # tools/make_plugin_pcap.py (plugin tests)
     "insights-groups",              # cross-exchange insights (tests/insights)
     "insights-idempotent-retry",
+    "insights-session-timeout",
 ]
 
 MAX_BYTES = 1024 * 1024

@@ -13,7 +13,8 @@ Contract:
 * Its *trigger* lists what happened since the previous generation: JoinGroup reasons
   (v8+), members that joined (a member id not in the previous generation), members that
   left with LeaveGroup, and members that disappeared without one (``session timeout
-  inferred``, with the time of their last heartbeat). The first generation of a group
+  inferred``, with their last heartbeat and how long they had been silent when the
+  round started). The first generation of a group
   seen in the capture has no previous one to compare with (``first seen``).
 * Memory: per group the last ``keep`` generations; at most ``limit`` groups; member
   ids remembered per group are bounded by the members of the kept generations.
@@ -50,7 +51,7 @@ def _assignment(data: dict[str, Any]) -> dict[str, list[int]]:
 
 class Generation:
     __slots__ = ("number", "start_ts", "end_ts", "protocol_type", "protocol", "leader",
-                 "members", "trigger", "first_sync_ts")
+                 "members", "trigger", "first_sync_ts", "gone")
 
     def __init__(self, number: int) -> None:
         self.number = number
@@ -63,6 +64,9 @@ class Generation:
         # member id -> {"client_id", "topics", "assignment", "joined_ts", "synced_ts"}
         self.members: dict[str, dict[str, Any]] = {}
         self.trigger: list[str] = []
+        # members of the previous generation gone without LeaveGroup:
+        # {"member_id", "client_id", "last_heartbeat_ts", "silent_ms"}
+        self.gone: list[dict[str, Any]] = []
 
     def member(self, member_id: str) -> dict[str, Any]:
         m = self.members.get(member_id)
@@ -214,9 +218,14 @@ class GroupTimeline:
                 if who in left_clients or mid in left_clients:
                     continue
                 hb = self.heartbeats.get(mid)
+                silent = (g.start_ts - hb) * 1000.0 \
+                    if hb is not None and g.start_ts is not None else None
+                g.gone.append({"member_id": mid, "client_id": m["client_id"],
+                               "last_heartbeat_ts": hb,
+                               "silent_ms": None if silent is None else round(silent, 3)})
                 trigger.append(f"gone: {who} (no LeaveGroup: session timeout inferred"
-                               + (f", last heartbeat at {hb:.6f}" if hb is not None else "")
-                               + ")")
+                               + (f", silent {silent / 1000:.3f} s before the rebalance"
+                                  if silent is not None else "") + ")")
             if not trigger:
                 trigger.append("rejoin of the same members")
         g.trigger = trigger
@@ -269,7 +278,7 @@ class GroupTimeline:
                 "leader_client_id": g.members.get(g.leader, {}).get("client_id")
                 if g.leader else None,
                 "members": [{"member_id": mid, **m} for mid, m in g.members.items()],
-                "trigger": g.trigger,
+                "trigger": g.trigger, "gone_without_leaving": g.gone,
             })
         return {"group": self.group, "generations": gens,
                 "generations_dropped": self.dropped,

@@ -7,6 +7,8 @@ health), with the clients' own timelines in the manifest's ``insights`` object.
 * ``insights-idempotent-retry``: an idempotent producer whose broker delays its answers,
   then closes every connection with Produce requests in flight: the client sends the
   same batches (producer id, epoch, sequence) again.
+* ``insights-session-timeout``: a group member in another process is killed (SIGKILL:
+  no LeaveGroup); the group rebalances after its session timeout.
 
 What the clients log (wall-clock ``time.time()``, the clock tcpdump's timestamps come
 from), under ``doc["insights"]``:
@@ -32,7 +34,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ..brokers import MockCluster
-from ..clients import RdkConsumer, RdkProducer
+from ..clients import CK_VERSION, LIBRDKAFKA_VERSION, RdkConsumer, RdkProducer
 from ..context import ScenarioContext, ScenarioFailed
 from . import Scenario
 from .rdkafka import register_mock
@@ -48,6 +50,28 @@ SLOW_SLEEP = 0.5
 
 RETRY_PORT = 20392
 RETRY_TOPIC = "payments"
+
+TIMEOUT_PORT = 20492
+TIMEOUT_TOPIC = "beats"
+TIMEOUT_GROUP = "insights-timeout"
+SESSION_TIMEOUT_MS = 3000
+
+# The member that dies: a separate process (SIGKILLed: no LeaveGroup, no close).
+_VICTIM = r"""
+import sys, time
+from confluent_kafka import Consumer
+bootstrap, group, topic = sys.argv[1:4]
+c = Consumer({"bootstrap.servers": bootstrap, "client.id": "victim", "group.id": group,
+              "debug": "protocol", "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "heartbeat.interval.ms": 300,
+              "session.timeout.ms": %d, "partition.assignment.strategy": "range"})
+def assigned(consumer, tps):
+    print("assigned %%.6f %%s %%s" %% (time.time(), consumer.memberid(),
+          ",".join(str(tp.partition) for tp in tps)), flush=True)
+c.subscribe([topic], on_assign=assigned)
+while True:
+    c.poll(0.05)
+""" % SESSION_TIMEOUT_MS
 
 # "%7|1795253097.596|RECV|rk#consumer-1| [thrd:...]: host:port/1: Received FetchResponse
 #  (v11, 1234 bytes, CorrId 7, rtt 1.23ms)"
@@ -103,15 +127,16 @@ class GroupMember(threading.Thread):
     it works that long on each message (the slow group)."""
 
     def __init__(self, ctx: ScenarioContext, tl: Timeline, bootstrap: str, group: str,
-                 client_id: str, *, sleep: float = 0.0, limit: int | None = None) -> None:
+                 client_id: str, *, sleep: float = 0.0, limit: int | None = None,
+                 topic: str = GROUPS_TOPIC, session_timeout_ms: int = 6000) -> None:
         super().__init__(name=client_id, daemon=True)
         self.tl, self.group, self.client_id = tl, group, client_id
-        self.sleep, self.limit = sleep, limit
+        self.sleep, self.limit, self.topic = sleep, limit, topic
         self.stop_flag = threading.Event()
         self.rdk = RdkConsumer(ctx, bootstrap, client_id, **{
             "group.id": group, "auto.offset.reset": "earliest",
             "enable.auto.commit": False, "heartbeat.interval.ms": 300,
-            "session.timeout.ms": 6000, "partition.assignment.strategy": "range",
+            "session.timeout.ms": session_timeout_ms, "partition.assignment.strategy": "range",
             "fetch.wait.max.ms": 100})
         self.count = 0
 
@@ -128,7 +153,7 @@ class GroupMember(threading.Thread):
     def run(self) -> None:
         c = self.rdk.consumer
         try:
-            c.subscribe([GROUPS_TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke)
+            c.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
             while not self.stop_flag.is_set():
                 if self.limit is not None and self.count >= self.limit:
                     time.sleep(0.05)
@@ -218,6 +243,73 @@ def groups(ctx: ScenarioContext) -> None:
                           "1 s after fast-2 got its first assignment; slow-1 sleeps "
                           f"{SLOW_SLEEP * 1000:.0f} ms per message and stops after "
                           f"{SLOW_LIMIT}; every member commits each message synchronously")
+
+
+def session_timeout(ctx: ScenarioContext) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    with MockCluster([TIMEOUT_PORT]) as mock:
+        register_mock(ctx, mock)
+        mock.create_topic(TIMEOUT_TOPIC, 2)
+        mock.set_group_initial_rebalance_delay(100)
+        ctx.manifest.add_topic(TIMEOUT_TOPIC, 2, "mock API (rd_kafka_mock_topic_create)")
+        bs = mock.bootstrap_servers
+        tl = Timeline(ctx)
+        victim_log = ctx.work_dir / "victim-stderr.log"
+        ctx.manifest.add_client(client_id="victim", library="confluent-kafka",
+                                library_version=CK_VERSION,
+                                librdkafka_version=LIBRDKAFKA_VERSION, role="consumer",
+                                config={"group.id": TIMEOUT_GROUP,
+                                        "session.timeout.ms": SESSION_TIMEOUT_MS,
+                                        "heartbeat.interval.ms": 300},
+                                process="separate, killed with SIGKILL")
+        with ctx.capture(mock.ports):
+            survivor = GroupMember(ctx, tl, bs, TIMEOUT_GROUP, "survivor",
+                                   topic=TIMEOUT_TOPIC,
+                                   session_timeout_ms=SESSION_TIMEOUT_MS)
+            survivor.start()
+            _wait_assigned(tl, "survivor", 1)
+            with open(victim_log, "wb") as err:
+                victim = subprocess.Popen(
+                    [sys.executable, "-c", _VICTIM, bs, TIMEOUT_GROUP, TIMEOUT_TOPIC],
+                    stdout=subprocess.PIPE, stderr=err, text=True)
+            line = victim.stdout.readline() if victim.stdout else ""
+            if not line.startswith("assigned "):
+                victim.kill()
+                raise ScenarioFailed(f"victim: no assignment ({line!r})")
+            _, ts, member, parts = line.split()
+            tl.add("rebalances", ts=float(ts), group=TIMEOUT_GROUP, client_id="victim",
+                   event="assign", member_id=member,
+                   partitions=[int(p) for p in parts.split(",") if p])
+            _wait_assigned(tl, "survivor", 2)
+            prod = RdkProducer(ctx, bs, "beats-producer", acks=-1, **{"linger.ms": 0})
+            for n in range(4):
+                prod.produce(TIMEOUT_TOPIC, f"beat-{n}".encode(), b"beat", partition=n % 2)
+            prod.flush()
+            time.sleep(1.0)
+            killed_at = time.time()
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)
+            tl.data["killed"] = [{"client_id": "victim", "ts": killed_at,
+                                  "session_timeout_ms": SESSION_TIMEOUT_MS}]
+            _wait_assigned(tl, "survivor", 3, timeout=30)
+            time.sleep(0.5)
+            survivor.finish()
+            prod.close()
+        # the victim's librdkafka request log joins the others (complete lines: it is dead)
+        with open(ctx.client_log_path, "ab") as log:
+            log.write(victim_log.read_bytes())
+        if tl.errors:
+            raise ScenarioFailed("; ".join(tl.errors))
+        ctx.manifest.add_group(TIMEOUT_GROUP, ["survivor", "victim"], [], coordinator_node=1,
+                               protocol_type="consumer", assignment_strategy="range")
+        ctx.manifest.note("survivor (in this process) and victim (another process) share "
+                          f"{TIMEOUT_GROUP}; beats-producer writes 4 messages; 1 s later the "
+                          "victim is killed with SIGKILL (no LeaveGroup): the coordinator "
+                          f"notices after session.timeout.ms={SESSION_TIMEOUT_MS} and "
+                          "survivor gets both partitions")
 
 
 def _produce_clicks(prod: RdkProducer, tl: Timeline) -> None:
@@ -350,4 +442,8 @@ SCENARIOS = [
              "librdkafka idempotent producer whose broker connection is cut with Produce "
              "requests in flight (retries of the same sequences)",
              idempotent_retry),
+    Scenario("insights-session-timeout",
+             "a consumer-group member killed without LeaveGroup (SIGKILL): a rebalance "
+             "after its session timeout",
+             session_timeout),
 ]
