@@ -9,7 +9,9 @@ Contract:
   requests whose response has no error for that partition, at the response's time.
 * The group's *fetch position* is the ``FetchOffset`` of its Fetch requests
   (the group of a Fetch: :mod:`.membership`).
-* A sample is taken at every successful commit and every Fetch of the group:
+* A sample is taken at every successful commit and every Fetch of the group, and for
+  every group tracking a partition whenever its high watermark changes (so lag keeps
+  growing in the timeline while a group is not fetching, e.g. during a rebalance):
   ``(time, high watermark, committed, position)``, with ``lag = high watermark -
   committed`` and ``position lag = high watermark - position`` (None while either
   side is unknown). Samples are kept per partition in a bounded :class:`.series.Series`.
@@ -48,6 +50,8 @@ class LagTracker:
         self.capacity = capacity
         self.high: dict[tuple[str, int], int] = {}
         self.parts: dict[tuple[str, str, int], PartitionLag] = {}
+        # (topic, partition) -> the groups' PartitionLag of it
+        self.by_partition: dict[tuple[str, int], list[PartitionLag]] = {}
         self.dropped = 0
 
     def _part(self, group: str, topic: str, partition: int) -> PartitionLag | None:
@@ -58,6 +62,7 @@ class LagTracker:
                 self.dropped += 1
                 return None
             p = self.parts[key] = PartitionLag(self.capacity)
+            self.by_partition.setdefault((topic, partition), []).append(p)
         return p
 
     def _sample(self, p: PartitionLag, ts: float, topic: str, partition: int,
@@ -77,7 +82,7 @@ class LagTracker:
                                                     names):
                 hw = integer(pd, "HighWatermark")
                 if hw is not None and hw >= 0 and (integer(pd, "ErrorCode") or 0) == 0:
-                    self.high[(topic, part)] = hw
+                    self._high(topic, part, hw, resp.ts_last)
         if req is None or not isinstance(req.body, dict):
             return
         ts = resp.ts_last if resp is not None else req.ts_first
@@ -100,7 +105,16 @@ class LagTracker:
             off = integer(pd, "Offset")
             if (topic, part) in latest and off is not None and off >= 0 \
                     and (integer(pd, "ErrorCode") or 0) == 0:
-                self.high[(topic, part)] = off
+                self._high(topic, part, off, resp.ts_last)
+
+    def _high(self, topic: str, partition: int, hw: int, ts: float) -> None:
+        key = (topic, partition)
+        if self.high.get(key) == hw:
+            return
+        self.high[key] = hw
+        for p in self.by_partition.get(key, ()):
+            if p.committed is not None:
+                self._sample(p, ts, topic, partition, "high_watermark")
 
     def commit(self, exchange: Any, group: str, names: Any) -> None:
         from kwsniff.output.names import error_label
