@@ -80,7 +80,7 @@ class KwsniffApp(App[None]):
         Binding("n", "search_next", "Next match", show=False),
         Binding("N", "search_previous", "Previous match", show=False),
         Binding("s", "stats", "Stats"),
-        Binding("i", "insights", "Insights"),
+        Binding("i", "insights", "Insights", show=False),
         Binding("e", "export", "Export"),
         Binding("p", "pause", "Pause"),
         Binding("o", "sort_next", "Sort"),
