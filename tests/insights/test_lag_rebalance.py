@@ -146,3 +146,32 @@ def test_rebalance_triggers_and_times_match_the_clients(groups_capture):
             assert assigns and assigns[0] - m["synced_ts"] <= CALLBACK_DELAY
     leaves = [e for e in events if e["event"] == "revoke" and e["client_id"] == "fast-1"]
     assert leaves[-1]["ts"] <= fast[-1]["start_ts"]   # revoked on close, then LeaveGroup
+
+
+def test_a_group_emptied_then_joined_again():
+    """pcaps/rdkafka-consumer-group: cg-consumer-1 commits and leaves (the group is
+    empty), then cg-consumer-2 joins and resumes. The second round starts at
+    cg-consumer-2's JoinGroup (not at the LeaveGroup) and the committed offsets are the
+    ones each member's commit returned."""
+    from insights_run import insights_of, manifest
+    insights, doc = insights_of("rdkafka-consumer-group"), manifest("rdkafka-consumer-group")
+    (group,) = insights["rebalances"]
+    first, second = group["generations"]
+    assert [m["client_id"] for m in first["members"]] == ["cg-consumer-1"]
+    assert [m["client_id"] for m in second["members"]] == ["cg-consumer-2"]
+    assert second["trigger"] == ["joined: cg-consumer-2", "left: cg-consumer-1 (LeaveGroup)",
+                                 "after the group was empty"]
+    sent = {(r["client_id"], r["api_name"]): r["ts"] for r in doc["requests"]}
+    join = sent[("cg-consumer-2", "JoinGroup")]
+    # the "Sent" line is stamped (truncated to ms) just after the request left
+    assert abs(second["start_ts"] - join) <= 0.001
+    assert second["start_ts"] > sent[("cg-consumer-1", "LeaveGroup")]
+    committed = {(c["partition"]): c["offset"] for c in doc["groups"][0]["committed"]}
+    by_member = doc["groups"][0]["committed_by_member"]
+    for row in insights["lag"]:
+        if row["group"] != "kwsniff-orders":
+            continue
+        commits = [s["committed"] for s in row["timeline"] if s["event"] == "commit"]
+        first_commit = {c["partition"]: c["offset"] for c in by_member["cg-consumer-1"]}
+        assert commits == [first_commit[row["partition"]], committed[row["partition"]]]
+        assert row["committed"] == committed[row["partition"]]

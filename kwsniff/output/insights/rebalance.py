@@ -3,7 +3,8 @@
 Contract:
 
 * A *round* starts with the first JoinGroup (or LeaveGroup) request for the group after
-  its previous generation became stable, and ends with the first successful SyncGroup
+  its previous generation became stable (when every member left, the group is empty and
+  the round starts with the next JoinGroup), and ends with the first successful SyncGroup
   response of the generation it forms; its duration is the time from that first
   request to the last member's successful SyncGroup response (all capture times).
 * A *generation* holds: its number, protocol type (JoinGroup request) and protocol
@@ -79,7 +80,7 @@ class Generation:
 
 class GroupTimeline:
     __slots__ = ("group", "keep", "generations", "stable", "round_start", "round_events",
-                 "clients", "heartbeats", "dropped", "errors")
+                 "clients", "heartbeats", "dropped", "errors", "left")
 
     def __init__(self, group: str, keep: int) -> None:
         self.group = group
@@ -88,6 +89,7 @@ class GroupTimeline:
         self.stable: Generation | None = None        # the last generation that synced
         self.round_start: float | None = None
         self.round_events: list[str] = []
+        self.left: set[str] = set()                    # member ids that left this round
         self.clients: dict[str, str | None] = {}      # member id -> client id
         self.heartbeats: dict[str, float] = {}        # member id -> last heartbeat ts
         self.dropped = 0
@@ -210,6 +212,8 @@ class GroupTimeline:
                           if e.startswith("join: ")]
             trigger += joined
             trigger += [e.replace("leave: ", "left: ") + " (LeaveGroup)" for e in left]
+            if "empty: every member left" in events:
+                trigger.append("after the group was empty")
             left_clients = {e[len("leave: "):] for e in left}
             for mid, m in prev.members.items():
                 if mid in g.members:
@@ -232,6 +236,7 @@ class GroupTimeline:
         self.stable = g
         self.round_start = None
         self.round_events = []
+        self.left = set()
 
     def leave(self, ex: Any) -> None:
         req = ex.request
@@ -245,6 +250,12 @@ class GroupTimeline:
             if mid:
                 who = self.clients.get(mid) or ex.client_id or mid
                 self.round_events.append(f"leave: {who}")
+                self.left.add(mid)
+        stable = self.stable
+        if stable is not None and stable.members and set(stable.members) <= self.left:
+            # the group is empty: the next round starts with the next JoinGroup
+            self.round_start = None
+            self.round_events.append("empty: every member left")
         for m in items(body, "Members"):
             reason = text(m, "Reason")
             if reason:
