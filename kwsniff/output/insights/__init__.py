@@ -10,6 +10,11 @@ stream ``stats`` reads) and keeps bounded state (each part's module states its l
 * :mod:`.rebalance` — generations, members, assignments, durations, triggers;
 * :mod:`.producers` — retries, out-of-order sequences, duplicates, errors.
 
+Worst case, with the defaults: ``limit`` (100,000) produced batches, early deliveries,
+connections and clients, and 10,000 lag series of 128 samples, groups of 64
+generations, producer/partition keys of 64 sequences — some hundreds of MB at most,
+whatever the capture's size; typical captures need a few MB.
+
 It only reads decoded bodies (decoding deferred ones when needed) and never changes an
 exchange. It is not on the per-packet decode path: ``stats`` runs it (``--insights``),
 as does anything that asks for it.
@@ -31,6 +36,13 @@ OFFSET_COMMIT, TXN_OFFSET_COMMIT = 8, 28
 REBALANCE_APIS = frozenset({11, 12, 13, 14})
 WANTED = frozenset({PRODUCE, FETCH, LIST_OFFSETS}) | GROUP_APIS | frozenset(TXN_APIS)
 
+# Tables whose entries hold series or lists have a smaller bound than ``limit``.
+SMALL_TABLES = 10_000       # group/topic/partition lag series, groups, producer keys
+LAG_SAMPLES = 128           # kept samples per lag series (halving beyond)
+GENERATIONS_KEPT = 64       # generations kept per group
+SEQUENCE_WINDOW = 64        # sequences remembered per producer/partition (retries of
+#                             older batches than that are not recognised)
+
 __all__ = ["InsightsCollector"]
 
 
@@ -44,11 +56,12 @@ class InsightsCollector:
     def __init__(self, names: Any = None, context: Any = None, limit: int = 100_000) -> None:
         self.names = names
         self.context = context
+        small = max(1, min(limit, SMALL_TABLES))
         self.membership = Membership(limit)
         self.journeys = Journeys(limit)
-        self.lag = LagTracker(limit)
-        self.rebalances = Rebalances(limit)
-        self.producers = ProducerHealth(limit)
+        self.lag = LagTracker(small, capacity=LAG_SAMPLES)
+        self.rebalances = Rebalances(small, keep=GENERATIONS_KEPT)
+        self.producers = ProducerHealth(small, window=SEQUENCE_WINDOW)
         self.exchanges = 0
 
     def add(self, exchange: Any) -> None:

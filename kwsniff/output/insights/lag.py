@@ -14,7 +14,8 @@ Contract:
   growing in the timeline while a group is not fetching, e.g. during a rebalance):
   ``(time, high watermark, committed, position)``, with ``lag = high watermark -
   committed`` and ``position lag = high watermark - position`` (None while either
-  side is unknown). Samples are kept per partition in a bounded :class:`.series.Series`.
+  side is unknown). Samples are kept per partition in two bounded
+  :class:`.series.Series`, one for commits and one for the others.
 * Exchanges arrive in capture order of their requests; the high watermark used for a
   sample is the latest from exchanges processed before it.
 """
@@ -33,14 +34,16 @@ LATEST = -1
 
 
 class PartitionLag:
-    __slots__ = ("committed", "position", "commits", "commit_errors", "series", "max_lag")
+    __slots__ = ("committed", "position", "commits", "commit_errors", "series",
+                 "commit_series", "max_lag")
 
     def __init__(self, capacity: int) -> None:
         self.committed: int | None = None
         self.position: int | None = None
         self.commits = 0
         self.commit_errors: dict[str, int] = {}
-        self.series = Series(capacity)
+        self.series = Series(capacity)          # fetch and high-watermark samples
+        self.commit_series = Series(capacity)   # commit samples (kept apart: rarer)
         self.max_lag: int | None = None
 
 
@@ -72,7 +75,8 @@ class LagTracker:
         pos_lag = hw - p.position if hw is not None and p.position is not None else None
         if lag is not None and (p.max_lag is None or lag > p.max_lag):
             p.max_lag = lag
-        p.series.add((ts, event, hw, p.committed, p.position, lag, pos_lag))
+        sample = (ts, event, hw, p.committed, p.position, lag, pos_lag)
+        (p.commit_series if event == "commit" else p.series).add(sample)
 
     # -- feeding ---------------------------------------------------------------------
     def fetch(self, exchange: Any, group: str, names: Any) -> None:
@@ -144,7 +148,8 @@ class LagTracker:
     def report(self) -> list[dict[str, Any]]:
         rows = []
         for (group, topic, part), p in sorted(self.parts.items()):
-            last = p.series.last
+            samples = sorted(p.series.all() + p.commit_series.all(), key=lambda x: x[0])
+            last = samples[-1] if samples else None
             hw = self.high.get((topic, part))
             rows.append({
                 "group": group, "topic": topic, "partition": part,
@@ -156,9 +161,9 @@ class LagTracker:
                 "max_lag": p.max_lag, "commits": p.commits,
                 "commit_errors": dict(sorted(p.commit_errors.items())),
                 "last_sample_ts": last[0] if last else None,
-                "timeline_decimated": p.series.decimated,
+                "timeline_decimated": p.series.decimated or p.commit_series.decimated,
                 "timeline": [{"ts": s[0], "event": s[1], "high_watermark": s[2],
                               "committed": s[3], "position": s[4], "lag": s[5],
-                              "position_lag": s[6]} for s in p.series.all()],
+                              "position_lag": s[6]} for s in samples],
             })
         return rows
