@@ -26,7 +26,6 @@ from), under ``doc["insights"]``:
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from typing import Any
@@ -36,6 +35,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from ..brokers import MockCluster
 from ..clients import CK_VERSION, LIBRDKAFKA_VERSION, RdkConsumer, RdkProducer
 from ..context import ScenarioContext, ScenarioFailed
+from ..resplog import client_responses
 from . import Scenario
 from .rdkafka import register_mock
 
@@ -72,28 +72,6 @@ c.subscribe([topic], on_assign=assigned)
 while True:
     c.poll(0.05)
 """ % SESSION_TIMEOUT_MS
-
-# "%7|1795253097.596|RECV|rk#consumer-1| [thrd:...]: host:port/1: Received FetchResponse
-#  (v11, 1234 bytes, CorrId 7, rtt 1.23ms)"
-_RDK_RECV = re.compile(
-    r"^%\d+\|(?P<ts>\d+\.\d+)\|RECV\|(?P<rk>[^|#]+)#[^|]*\| \[thrd:[^\]]*\]: "
-    r"[^:]*:?(?P<port>\d+)?[^ ]*: Received (?P<api>\w+?)Response "
-    r"\(v(?P<ver>\d+), (?P<size>\d+) bytes, CorrId (?P<corr>\d+)")
-
-
-def client_responses(text: str) -> list[dict[str, Any]]:
-    """The responses librdkafka logged receiving (``debug=protocol``), in log order."""
-    out = []
-    for line in text.splitlines():
-        if "|RECV|" not in line or " Received " not in line:
-            continue
-        m = _RDK_RECV.match(line)
-        if m:
-            out.append({"client_id": m.group("rk"), "api": m.group("api"),
-                        "api_version": int(m.group("ver")),
-                        "correlation_id": int(m.group("corr")), "ts": float(m.group("ts"))})
-    return out
-
 
 class Timeline:
     """Thread-safe lists of client events, written to ``doc["insights"]`` at the end."""
