@@ -96,3 +96,18 @@ def test_stats_insights_text_and_json(capsys):
         report["insights"]["end_to_end"]["by_partition"]
     assert main(["stats", "--json", pcap]) == 0
     assert "insights" not in json.loads(capsys.readouterr().out)
+
+
+def test_merged_sketches_keep_exact_and_estimated_percentiles():
+    from kwsniff.output.stats import EXACT_SAMPLES, LatencySketch
+    small, big, into = LatencySketch(), LatencySketch(), LatencySketch()
+    for v in (1.0, 2.0, 3.0):
+        small.add(v)
+    for i in range(EXACT_SAMPLES + 10):        # beyond the exact samples: bucketed
+        big.add(10.0 + i % 100)
+    into.merge(small)
+    assert into.exact and into.quantile(0.5) == 2.0
+    into.merge(big)
+    assert not into.exact and into.count == 3 + EXACT_SAMPLES + 10
+    assert into.min == 1.0 and into.max == big.max
+    assert abs(into.quantile(0.99) - big.quantile(0.99)) <= 0.02 * big.quantile(0.99)

@@ -193,7 +193,7 @@ class Journeys:
         by_group: dict[tuple[str, str], LatencySketch] = {}
         for (group, topic, _part), sk in self.latency.items():
             merged = by_group.setdefault((group, topic), LatencySketch())
-            _merge(merged, sk)
+            merged.merge(sk)
         topics = [{"group": g, "topic": t, "batches": sk.count, **_quantiles(sk)}
                   for (g, t), sk in sorted(by_group.items())]
         never: dict[tuple[str, int], int] = dict(self.undelivered_dropped)
@@ -230,21 +230,3 @@ def _quantiles(sk: LatencySketch) -> dict[str, Any]:
             "p99_ms": r(sk.quantile(0.99)), "max_ms": r(sk.max), "min_ms": r(sk.min),
             "exact": sk.exact}
 
-
-def _merge(into: LatencySketch, other: LatencySketch) -> None:
-    """Add ``other``'s samples to ``into`` (exact ones one by one, else its buckets)."""
-    exact = other._exact
-    if exact is not None:
-        for v in exact:
-            into.add(v)
-        return
-    # bucketed: re-add bucket representatives (within the sketch's 1 % accuracy)
-    gamma = LatencySketch._GAMMA
-    for i, n in other._buckets.items():
-        rep = 2 * gamma ** i / (gamma + 1)
-        for _ in range(n):
-            into.add(rep)
-    for _ in range(other._zero):
-        into.add(0.0)
-    if other.max is not None and into.max is not None:
-        into.max = max(into.max, other.max)
