@@ -9,7 +9,8 @@ missing or mistyped field reads as None or as an empty list.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from kwsniff.output.facts import uuid_text
 

@@ -31,7 +31,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from kwsniff.output.insights.bodies import batch_span, batches, integer, topic_partitions
+from kwsniff.output.insights.bodies import (
+    batch_span,
+    batches,
+    integer,
+    topic_partitions,
+)
 from kwsniff.output.stats import LatencySketch
 
 PRODUCE = 0

@@ -25,8 +25,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from kwsniff.output.insights.bodies import batch_span, batches, integer, items, text, \
-    topic_partitions
+from kwsniff.output.insights.bodies import (
+    batch_span,
+    batches,
+    integer,
+    items,
+    text,
+    topic_partitions,
+)
 
 PRODUCE, FETCH, INIT_PRODUCER_ID = 0, 1, 22
 TXN_APIS = {22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn",

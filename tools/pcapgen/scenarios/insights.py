@@ -154,7 +154,7 @@ class GroupMember(threading.Thread):
                 if self.sleep:
                     time.sleep(self.sleep)
                 tp = TopicPartition(msg.topic(), msg.partition())
-                low, high = c.get_watermark_offsets(tp, cached=True)
+                _low, high = c.get_watermark_offsets(tp, cached=True)
                 try:
                     committed = c.commit(message=msg, asynchronous=False)
                     error = None
