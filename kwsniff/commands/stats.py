@@ -12,6 +12,13 @@ per API version, then estimated from a log-bucketed histogram within 1 % (max is
 exact); topics, clients and connections are counted exactly up to --limit distinct keys
 each, beyond which the smallest half is dropped whenever the table fills up and the
 report says the tables are approximate.
+
+--insights adds the cross-exchange sections (:mod:`kwsniff.output.insights`):
+end-to-end record latency (Produce joined with Fetch, per consumer group), consumer
+lag over time, the rebalance timeline per group and producer health (retries,
+out-of-order sequences, batches written twice, idempotence/transaction errors). They
+are computed from every exchange of the capture (-Y does not restrict them: the joins
+need both sides) with bounded memory; in --json they are the ``insights`` object.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 from kwsniff.commands.decode import (
     _positive_int,
@@ -42,18 +51,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           f"(default {DEFAULT_LIMIT}; beyond it the tables are approximate)")
     out.add_argument("--color", choices=COLOR_CHOICES, default="auto",
                      help="colour the output (auto: only on a terminal)")
+    out.add_argument("--insights", action="store_true",
+                     help="add end-to-end latency, consumer lag, rebalance and producer "
+                          "health sections (joined across exchanges)")
+
+
+def _tap(exchanges: Iterator[Any], insights: Any) -> Iterator[Any]:
+    """Feed every exchange to ``insights`` before the display filter sees it."""
+    add = insights.add
+    for ex in exchanges:
+        add(ex)
+        yield ex
 
 
 def run(args: argparse.Namespace) -> int:
     display_filter = compile_display_filter(args)
     collector = StatsCollector(limit=args.limit)
     out = sys.stdout
+    insights = None
     with capture_run(args, display_filter) as run_:
         add = collector.add
-        for _, facts in run_.exchanges():
+        if getattr(args, "insights", False):
+            from kwsniff.output.insights import InsightsCollector
+            insights = InsightsCollector(run_.selection.names, run_.engine.ctx.annotate_ctx,
+                                         limit=max(args.limit, 100_000))
+            selected = run_.selection(_tap(run_.engine.run(run_.source), insights))
+        else:
+            selected = run_.exchanges()
+        for _, facts in selected:
             add(facts)
         counters = run_.counters()
         report = collector.report(top=args.top)
+        if insights is not None:
+            report["insights"] = insights.report()
         report["run"] = counters
         report["capture"] = args.capture
         report["display_filter"] = args.display_filter
@@ -75,6 +105,11 @@ def run(args: argparse.Namespace) -> int:
             else:
                 for line in render_report(report, title=args.capture, palette=palette):
                     out.write(line + "\n")
+                if insights is not None:
+                    from kwsniff.output.insights.render import render_insights
+                    for line in render_insights(report["insights"], t0=report["first_ts"],
+                                                palette=palette):
+                        out.write(line + "\n")
             out.write("\n")
             for problem in problems:
                 out.write(f"capture: {problem}\n")

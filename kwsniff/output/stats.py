@@ -88,6 +88,26 @@ class LatencySketch:
     def exact(self) -> bool:
         return self._exact is not None
 
+    def merge(self, other: "LatencySketch") -> None:
+        """Add ``other``'s values: exactly while ``other`` still holds them, else each
+        of its buckets as its representative value (within the same 1 %); min and max
+        stay exact."""
+        if other._exact is not None:
+            for v in other._exact:
+                self.add(v)
+            return
+        gamma = self._GAMMA
+        for i, n in other._buckets.items():
+            rep = 2 * gamma ** i / (gamma + 1)
+            for _ in range(n):
+                self.add(rep)
+        for _ in range(other._zero):
+            self.add(0.0)
+        for v in (other.min, other.max):
+            if v is not None:
+                self.min = v if self.min is None else min(self.min, v)
+                self.max = v if self.max is None else max(self.max, v)
+
     def quantile(self, q: float) -> float | None:
         """Nearest-rank quantile, ``q`` in [0, 1]; None without samples."""
         if not self.count:

@@ -80,6 +80,7 @@ class KwsniffApp(App[None]):
         Binding("n", "search_next", "Next match", show=False),
         Binding("N", "search_previous", "Previous match", show=False),
         Binding("s", "stats", "Stats"),
+        Binding("i", "insights", "Insights", show=False),
         Binding("e", "export", "Export"),
         Binding("p", "pause", "Pause"),
         Binding("o", "sort_next", "Sort"),
@@ -734,6 +735,10 @@ class KwsniffApp(App[None]):
                            for k in b.key.split(",")), b.description)
                  for b in self.BINDINGS if isinstance(b, Binding)]
         self.push_screen(HelpScreen(pairs))
+
+    def action_insights(self) -> None:
+        from kwsniff.tui.screens.insights import InsightsScreen
+        self.push_screen(InsightsScreen(self))
 
     def action_stats(self) -> None:
         from kwsniff.tui.screens.stats import StatsScreen

@@ -34,6 +34,9 @@ EXPECTED = [
     "tansu-sasl",
     "midstream",
     "plugins-avro-protobuf-json",   # tools/make_plugin_pcap.py (plugin tests)
+    "insights-groups",              # cross-exchange insights (tests/insights)
+    "insights-idempotent-retry",
+    "insights-session-timeout",
 ]
 
 MAX_BYTES = 1024 * 1024

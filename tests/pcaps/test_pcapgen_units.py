@@ -90,3 +90,21 @@ def test_api_names() -> None:
 
 def test_port_filter() -> None:
     assert port_filter([19093, 19092, 19093]) == "tcp and (port 19092 or port 19093)"
+
+
+def test_librdkafka_response_log_parsing() -> None:
+    from pcapgen.resplog import client_responses
+    text = "\n".join([
+        "%7|1795860951.478|RECV|slow-1#consumer-3| [thrd:127.0.0.1:20292/bootstrap]: "
+        "127.0.0.1:20292/bootstrap: Received ApiVersionResponse (v3, 13 bytes, CorrId 1, "
+        "rtt 0.09ms)",
+        "%7|1795860952.593|RECV|fast-1#consumer-2| [thrd:GroupCoordinator]: "
+        "GroupCoordinator/1: Received FetchResponse (v16, 105 bytes, CorrId 10, rtt 100.68ms)",
+        "%7|1795860952.594|SEND|fast-1#consumer-2| [thrd:GroupCoordinator]: "
+        "GroupCoordinator/1: Sent FetchRequest (v16, 130 bytes @ 0, CorrId 11)",
+    ])
+    assert client_responses(text) == [
+        {"client_id": "slow-1", "api": "ApiVersion", "api_version": 3, "correlation_id": 1,
+         "ts": 1795860951.478},
+        {"client_id": "fast-1", "api": "Fetch", "api_version": 16, "correlation_id": 10,
+         "ts": 1795860952.593}]

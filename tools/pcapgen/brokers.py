@@ -59,6 +59,9 @@ def _load_librdkafka() -> ctypes.CDLL:
         "rd_kafka_mock_partition_set_leader": (ctypes.c_int, [vp, cp, i32, i32]),
         "rd_kafka_mock_coordinator_set": (ctypes.c_int, [vp, cp, cp, i32]),
         "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [vp, i32]),
+        "rd_kafka_mock_broker_set_down": (ctypes.c_int, [vp, i32]),
+        "rd_kafka_mock_broker_set_up": (ctypes.c_int, [vp, i32]),
+        "rd_kafka_mock_broker_set_rtt": (ctypes.c_int, [vp, i32, ctypes.c_int]),
         "rd_kafka_err2name": (cp, [ctypes.c_int]),
     }
     for name, (restype, argtypes) in sigs.items():
@@ -129,6 +132,20 @@ class MockCluster:
 
     def set_group_initial_rebalance_delay(self, delay_ms: int) -> None:
         self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._mc, delay_ms)
+
+    def set_broker_down(self, broker_id: int) -> None:
+        """Close the broker's client connections and refuse new ones (until set_broker_up)."""
+        self._check(self._lib.rd_kafka_mock_broker_set_down(self._mc, broker_id),
+                    f"broker {broker_id} down")
+
+    def set_broker_up(self, broker_id: int) -> None:
+        self._check(self._lib.rd_kafka_mock_broker_set_up(self._mc, broker_id),
+                    f"broker {broker_id} up")
+
+    def set_broker_rtt(self, broker_id: int, rtt_ms: int) -> None:
+        """Delay the broker's responses by ``rtt_ms`` (0: no delay)."""
+        self._check(self._lib.rd_kafka_mock_broker_set_rtt(self._mc, broker_id, rtt_ms),
+                    f"broker {broker_id} rtt")
 
     def close(self) -> None:
         if self._mc:

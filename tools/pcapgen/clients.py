@@ -50,7 +50,9 @@ class RdkProducer:
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None,
                 headers: Headers = None, partition: int | None = None,
-                **extra: Any) -> dict[str, Any]:
+                on_delivered: Any = None, **extra: Any) -> dict[str, Any]:
+        """Hand one message to the producer; ``on_delivered(err, msg)``, when given, is
+        called from the delivery callback too (after the manifest entry is completed)."""
         entry = self.ctx.manifest.produced(
             client_id=self.client_id, topic=topic, partition=partition, offset=None,
             key=key, value=value, headers=headers, codec=self.codec, acks=self.acks,
@@ -63,6 +65,8 @@ class RdkProducer:
             if err is not None:
                 entry["error"] = err.name()
                 self.failures.append(f"{topic}: {err.name()}")
+            if on_delivered is not None:
+                on_delivered(err, msg)
 
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
         if headers:
