@@ -16,7 +16,7 @@ cdef class TreeNode:
     cdef public object style
 
 @cython.locals(inner=str, node=TreeNode)
-cdef _emit_plain(list nodes, str pad, str indent, object append)
+cdef _emit_plain(list nodes, str pad, str indent, list out)
 
 cdef class _Builder:
     cdef public object msg

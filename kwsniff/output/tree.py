@@ -923,15 +923,14 @@ def _plain_lines(root: TreeNode, indent: str) -> list[str]:
     over the nodes that have children (raises RecursionError on trees deeper than the
     interpreter allows; the caller then uses the general walk)."""
     out: list[str] = []
-    _emit_plain([root], "", indent, out.append)
+    _emit_plain([root], "", indent, out)
     return out
 
 
-def _emit_plain(nodes: list[TreeNode], pad: str, indent: str,
-                append: Callable[[str], Any]) -> None:
-    """:func:`_plain_lines` of ``nodes`` at indentation ``pad`` (a module function, not
-    a closure: a recursive closure is a reference cycle left to the cyclic GC, one per
-    exchange)."""
+def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) -> None:
+    """:func:`_plain_lines` of ``nodes`` at indentation ``pad``, appended to ``out`` (a
+    module function, not a closure: a recursive closure is a reference cycle left to the
+    cyclic GC, one per exchange)."""
     inner = pad + indent
     for node in nodes:
         label, value = node.label, node.value
@@ -940,11 +939,11 @@ def _emit_plain(nodes: list[TreeNode], pad: str, indent: str,
         if value:
             if not value.isprintable():
                 value = printable(value)
-            append(f"{pad}{label}: {value}")
+            out.append(f"{pad}{label}: {value}")
         else:
-            append(pad + label)
+            out.append(pad + label)
         if node.children:
-            _emit_plain(node.children, inner, indent, append)
+            _emit_plain(node.children, inner, indent, out)
 
 
 def find_node(root: TreeNode, path: tuple[Any, ...], message: str) -> TreeNode | None:
