@@ -152,15 +152,20 @@ def _locate(fn_spans: DecodeFn | None, buf: bytes, pos: int) -> tuple[str, int]:
     return _path_text(path), off + length
 
 
-class _Plan(NamedTuple):
+class _Plan:
     """Everything decode_request/decode_response need for one (api key, version, kind)."""
 
-    header_version: int
-    header_name: str
-    header_fn: DecodeFn | None
-    body_fn: DecodeFn | None
-    missing: str | None        # why there is no body decoder
-    vendor: extensions.VendorApi | None = None   # a vendor extension decodes the body
+    __slots__ = ("header_version", "header_name", "header_fn", "body_fn", "missing", "vendor")
+
+    def __init__(self, header_version: int, header_name: str, header_fn: DecodeFn | None,
+                 body_fn: DecodeFn | None, missing: str | None,
+                 vendor: extensions.VendorApi | None = None) -> None:
+        self.header_version = header_version
+        self.header_name = header_name
+        self.header_fn = header_fn
+        self.body_fn = body_fn
+        self.missing = missing          # why there is no body decoder
+        self.vendor = vendor            # a vendor extension decodes the body
 
 
 _plans: dict[tuple[int, int, str], _Plan] = {}
