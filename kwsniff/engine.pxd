@@ -15,7 +15,7 @@ cdef class Engine:
     cdef public list _tls_unread
     cdef public object _source, _secrets_seen
     cdef public object _next_sweep, _tcp
-    cdef public dict _parked, _other, _late
+    cdef public dict _parked, _other, _late, _counted
     cdef public bint _finishing
 
     @cython.locals(conv=Conversation, sd=StreamData)

@@ -166,6 +166,8 @@ class Engine:
                                                  # Kafka, stream bytes it delivered)
         self._other: dict[int, Any] = {}         # stream -> Connection judged not Kafka
         self._late: dict[int, int] = {}          # stream -> directions whose skip is pending
+        self._counted: dict[int, int] = {}       # stream -> bytes of a revived connection
+                                                 # already counted as not Kafka
         self._finishing = False
         self.ctx.on_learn = self._learned
 
@@ -222,6 +224,8 @@ class Engine:
             sd = ev                     # (compiled: typed, its fields read as C fields)
             conv = self.convs.get(sd.conn.index)
             if conv is None:
+                if self._parked:
+                    self._unseen(sd.conn.index, len(sd.data))
                 if self.tls:
                     return self._tls_event(ev)
                 return []
@@ -232,6 +236,8 @@ class Engine:
         elif t is StreamGap:
             conv = self.convs.get(ev.conn.index)
             if conv is None:
+                if self._parked:
+                    self._unseen(ev.conn.index, ev.length)
                 if self.tls:
                     return self._tls_event(ev)
                 return []
@@ -357,6 +363,14 @@ class Engine:
                 if len(parked) > MAX_PARKED:
                     del parked[next(iter(parked))]
 
+    def _unseen(self, idx: int, n: int) -> None:
+        """Bytes (or a hole) the TCP layer delivered after the connection was judged not
+        Kafka (events of the same packet that came after the judgement): if it is parked,
+        they count as not Kafka should it be revived."""
+        p = self._parked.get(idx)
+        if p is not None:
+            self._parked[idx] = (p[0], p[1] + n)
+
     def _retire(self, conv: Conversation) -> None:
         conv.conn.sink = None
         conv.detach()
@@ -409,6 +423,7 @@ class Engine:
         s.other_connections -= 1
         s.late_kafka_connections += 1
         s.not_kafka_bytes += seen
+        self._counted[conn.index] = self._counted.get(conn.index, 0) + seen
         conn.ignored = False
         conv = self.convs[conn.index] = Conversation(conn, self.ctx)
         conn.sink = self._sink(conv)
@@ -435,6 +450,7 @@ class Engine:
             s.gaps, s.gap_bytes = run_gaps, run_bytes
             s.not_kafka_bytes += ev.length
             conv.summary.not_kafka_bytes += ev.length
+            self._counted[idx] = self._counted.get(idx, 0) + ev.length
             return
         pending &= ~(1 << d)
         if pending:
@@ -448,9 +464,12 @@ class Engine:
         not Kafka (their TCP byte counters are final at the end of the run)."""
         s = self.summary
         rows = []
+        counted = self._counted
         for conn in self._other.values():
             n = conn.bytes[0] + conn.bytes[1]
-            s.not_kafka_bytes += n
+            # (a revived connection judged not Kafka again: its bytes before the
+            # revival are counted already)
+            s.not_kafka_bytes += n - counted.get(conn.index, 0)
             # the server: the SYN's receiver, else the endpoint with the lower port
             if conn.a_is_client is False or (conn.a_is_client is None and conn.a[1] < conn.b[1]):
                 client, server = conn.b, conn.a
@@ -459,6 +478,7 @@ class Engine:
             rows.append({"client": f"{client[0]}:{client[1]}",
                          "server": f"{server[0]}:{server[1]}", "bytes": n})
         self._other.clear()
+        counted.clear()
         rows.sort(key=lambda r: -r["bytes"])
         s.not_kafka = rows[:MAX_NOT_KAFKA_LISTED]
 

@@ -253,6 +253,11 @@ class TcpReassembler:
             self._close(flow, cx.CLOSE_RST, GAP_CLOSED, frame, ts, events)
             return events
         if ds.base is None:
+            if not (payload or missing or flags & (FIN | SYN)):
+                # a pure ACK does not say where the stream starts: its data may be
+                # captured after it (a capture begun mid-stream)
+                self._close_if_finished(flow, frame, ts, events)
+                return events
             ds.base = seq
         dseq = (seq + 1) & _M32 if flags & SYN else seq
         off = ds.unwrap(dseq)
