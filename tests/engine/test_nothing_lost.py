@@ -84,6 +84,59 @@ def test_unknown_api_key_in_a_real_capture_is_exported_with_its_raw_body(
     assert f"Unknown({key})" in text and body[:16].hex() in text.replace(" ", "")
 
 
+def _without_handshake(pkts: list[tuple]) -> list[tuple]:
+    """``pkts`` without their SYN and SYN-ACK packets (as if the capture began after)."""
+    out = []
+    for p in pkts:
+        d = p[3]
+        t = 14 + (d[14] & 15) * 4
+        if not d[t + 13] & 0x02:
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("key", [500, 10001])
+def test_unknown_api_key_as_first_frame_without_handshake_is_exported(key: int) -> None:
+    """The first request of every connection of a real capture gets an unknown key and
+    the handshakes are cut: each is still an exchange, paired with its real response."""
+    pkts = packets("aiokafka.pcap")
+    _, base = decode(pkts)
+    firsts = {}
+    for ex in base:
+        if ex.request is not None:
+            firsts.setdefault(ex.stream, ex)
+    edited = pkts
+    for ex in firsts.values():
+        i, at = message_at(edited, ex.request.raw, ex.request.frame_first)
+        edited = patch(edited, i, at + 4, struct.pack(">h", key))
+    eng, out = decode(_without_handshake(edited))
+    assert len(out) == len(base)
+    for stream, ex in firsts.items():
+        got = next(e for e in out if e.stream == stream and
+                   e.correlation_id == ex.correlation_id)
+        assert got.api_key == key and got.status == PAIRED
+        assert any(f"unknown API key {key}" in p for p in got.request.problems)
+    assert eng.summary.skipped_bytes == 0
+
+
+@pytest.mark.parametrize("with_response", [False, True])
+def test_lone_unknown_api_key_request_on_a_kafka_port_is_exported(with_response: bool) -> None:
+    """A connection without handshake that holds only a request of an unknown key
+    (a real ApiVersions request with its key changed), and maybe its real response."""
+    _, base = decode(packets("aiokafka.pcap"))
+    first = base[0]
+    raw = struct.pack(">h", 10001) + first.request.raw[2:]
+    sim = Sim(client=("127.0.0.1", 40001), server=("127.0.0.1", AIOKAFKA_PORT),
+              handshake=False)
+    sim.c(struct.pack(">i", len(raw)) + raw)
+    if with_response:
+        sim.s(struct.pack(">i", len(first.response.raw)) + first.response.raw)
+    eng, out = decode(merge(sim), ports=(AIOKAFKA_PORT,))
+    assert [(e.api_key, e.correlation_id) for e in out] == [(10001, first.correlation_id)]
+    assert out[0].status == (PAIRED if with_response else UNANSWERED)
+    assert eng.summary.not_kafka_connections == 0 and eng.summary.skipped_bytes == 0
+
+
 @pytest.mark.parametrize("name, expect", [
     (struct.pack(">h", -1), "null in a non-nullable field"),
     (struct.pack(">h", -2), "negative length -2"),
