@@ -179,6 +179,28 @@ def test_one_packet_connection_with_trailing_bytes_is_an_unanswered_exchange() -
     assert any("3 bytes left over" in p for p in ex.request.problems)
 
 
+@pytest.mark.parametrize("after", [b"abcd", b"\x00\x00\x00\x10abc"])
+def test_one_packet_connection_with_trailing_bytes_inside_and_after_the_frame(
+        after: bytes) -> None:
+    """As above, and bytes after the frame too (too few for a message, or the start of
+    one): the request is still an exchange with its problem, the bytes after it are
+    counted and said."""
+    pkts = packets("aiokafka.pcap")
+    _, base = decode(pkts)
+    first = base[0]
+    raw = first.request.raw + b"xyz"
+    sim = Sim(client=("127.0.0.1", 40001), server=("127.0.0.1", AIOKAFKA_PORT),
+              handshake=False)
+    sim.c(struct.pack(">i", len(raw)) + raw + after)
+    eng, out = decode(merge(sim), ports=(AIOKAFKA_PORT,))
+    assert [(e.api_key, e.correlation_id, e.status) for e in out] == \
+        [(first.api_key, first.correlation_id, UNANSWERED)]
+    assert any("3 bytes left over" in p for p in out[0].request.problems)
+    s = eng.summary
+    assert s.frame_bytes == 4 + len(raw)
+    assert s.skipped_bytes + s.gap_bytes == len(after) and s.problems
+
+
 # -- connections not recognised as Kafka ---------------------------------------------------
 
 def test_not_kafka_connections_are_reported_with_bytes_and_a_port_hint(
