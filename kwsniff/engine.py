@@ -166,6 +166,8 @@ class Engine:
                                                  # Kafka, stream bytes it delivered)
         self._other: dict[int, Any] = {}         # stream -> Connection judged not Kafka
         self._late: dict[int, int] = {}          # stream -> directions whose skip is pending
+        self._earlier: list = []                 # summaries of earlier parts of reopened
+                                                 # connections (see connection_summaries)
         self._counted: dict[int, int] = {}       # stream -> bytes of a revived connection
                                                  # already counted as not Kafka
         self._finishing = False
@@ -392,6 +394,14 @@ class Engine:
         if conv.state == "undecided":
             return
         conns = self.connections
+        prev = conns.get(cs.stream)
+        if prev is not None and prev is not cs:
+            # the same TCP connection decoded again (reopened by bytes after its RST or
+            # FIN): the summary of its earlier part is kept too
+            earlier = self._earlier
+            earlier.append(prev)
+            if len(earlier) > self.options.max_connection_summaries:
+                del earlier[0]
         conns[cs.stream] = cs
         if len(conns) > self.options.max_connection_summaries:
             del conns[next(iter(conns))]
@@ -618,16 +628,23 @@ class Engine:
         return out
 
     def connection_summaries(self) -> list[ConnectionSummary]:
-        """Summaries of finished and still-open Kafka connections, by stream index."""
+        """Summaries of finished and still-open Kafka connections, by stream index; a
+        connection reopened by bytes after its RST or FIN has one per part, in order."""
         out = dict(self.connections)
+        parts = [(cs.stream, 0, i, cs) for i, cs in enumerate(self._earlier)]
         for idx, conv in self.convs.items():
             if conv.state in (KAFKA, KAFKA07):
+                prev = out.get(idx)
+                if prev is not None and prev is not conv.summary:
+                    parts.append((idx, 1, 0, prev))
                 out[idx] = conv.summary
         for idx, link in self.tls.items():
             inner = link.inner
             if inner is not None and inner.state in (KAFKA, KAFKA07):
                 out[idx] = inner.summary
-        return [out[k] for k in sorted(out)]
+        parts.extend((k, 2, 0, cs) for k, cs in out.items())
+        parts.sort(key=lambda p: p[:3])
+        return [p[3] for p in parts]
 
 
 def _tls_note(link: Any, why: str) -> str:

@@ -21,7 +21,8 @@ Policy (documented in ``docs/tcp-reassembly.md``):
   lost them), when the direction's buffer exceeds ``max_buffer`` (or all buffers
   ``max_total_buffer``), or when the connection closes or the capture ends.
   Snaplen-truncated bytes are gaps, never invented data.
-* SYN from ``a`` (or SYN-ACK from ``b``) makes ``a`` the client. RST closes at once;
+* SYN from ``a`` (or SYN-ACK from ``b``) makes ``a`` the client. RST closes at once
+  (after delivering the data it carries);
   FINs from both sides close once all data before them is accounted for. A SYN on a
   closed 4-tuple (or with a different initial sequence number) starts a new connection
   with a new index. At most ``max_connections`` are tracked: closed ones are forgotten
@@ -249,7 +250,7 @@ class TcpReassembler:
             peer.ack = ack
             if (peer.pending or peer.fin is not None) and self.gap_on_ack:
                 self._acked(flow, 1 - d, frame, ts, events)
-        if flags & RST:
+        if flags & RST and not (payload or missing):
             self._close(flow, cx.CLOSE_RST, GAP_CLOSED, frame, ts, events)
             return events
         if ds.base is None:
@@ -263,6 +264,10 @@ class TcpReassembler:
         off = ds.unwrap(dseq)
         if (payload or missing) and not conn.ignored:
             self._data(flow, d, off, payload, missing, frame, ts, events)
+        if flags & RST:
+            # (the data a RST segment carries is delivered first, as Wireshark shows it)
+            self._close(flow, cx.CLOSE_RST, GAP_CLOSED, frame, ts, events)
+            return events
         if flags & FIN and ds.fin is None:
             fin = off + len(payload) + missing
             if fin >= ds.next:

@@ -401,6 +401,26 @@ def test_exchanges_after_a_rst_or_fin_in_the_middle_are_kept(capture: str, flag:
     assert total > 0 and kept == total
 
 
+@pytest.mark.parametrize("flag", [0x04, 0x05], ids=["RST", "RST+FIN"])
+def test_a_reopened_connection_keeps_the_summary_of_each_part(flag: int) -> None:
+    """RST (or RST+FIN) on a data segment in the middle of a real connection: the bytes after
+    it reopen the connection; connection_summaries() has a summary for each part, and
+    their requests add up to the connection's."""
+    pkts = packets("rdkafka-consumer-group.pcap")
+    eng0, base = decode(pkts)
+    counts = {cs.stream: sum(cs.requests.values()) for cs in eng0.connection_summaries()}
+    stream = max(counts, key=counts.get)
+    mine = [e for e in base if e.stream == stream and e.status == PAIRED]
+    victim = mine[len(mine) // 2]
+    eng, _ = decode(_with_flag(pkts, victim.request.frame_last - 1, flag))
+    assert eng.summary.reopened_connections == 1
+    parts = [cs for cs in eng.connection_summaries() if cs.stream == stream]
+    assert len(parts) == 2 and parts[0].last_ts < parts[1].last_ts
+    assert all(cs.protocol == "kafka" and cs.requests for cs in parts)
+    assert sum(sum(cs.requests.values()) for cs in parts) == counts[stream]
+    assert len(eng.connection_summaries()) == len(eng0.connection_summaries()) + 1
+
+
 def _slipped(pkts: list[tuple], index: int, delta: int) -> list[tuple]:
     """Packet ``index`` with its sequence number moved by ``delta`` (a 1-byte hole and a
     1-byte overlap, or the reverse)."""
