@@ -15,7 +15,8 @@ cdef class Engine:
     cdef public list _tls_unread, _earlier
     cdef public object _source, _secrets_seen
     cdef public object _next_sweep, _tcp
-    cdef public dict _parked, _other, _late, _counted
+    cdef public dict _parked, _other, _late, _counted, _starts
+    cdef public object _start_bytes
     cdef public bint _finishing
 
     @cython.locals(conv=Conversation, sd=StreamData)

@@ -23,7 +23,12 @@ Contract:
   a reference to the TCP connection each, no bytes) are decoded from their next bytes
   on, hunting for a frame start as in a capture that starts mid-stream; their bytes
   before that are counted as not Kafka (``RunSummary.not_kafka_bytes``) and a problem
-  says so.  Connections that closed before the learning are not decoded again.
+  says so.  The start of every connection judged not Kafka (what detection looked at:
+  at most ``START_KEEP`` bytes per direction, ``MAX_START_BYTES`` for all of them, the
+  oldest dropped first) is kept: when its endpoint is learned, that start is decoded
+  again, as a part of its own (an open connection then goes on from its next bytes as
+  above); for a connection closed by then, the bytes after the kept start are counted
+  as not Kafka and a problem says how many.
 * Connections judged not Kafka are reported (``RunSummary.not_kafka``: at most
   ``MAX_NOT_KAFKA_LISTED`` endpoints with their bytes; counts beyond that).
 """
@@ -44,6 +49,11 @@ from kwsniff.tcp.events import StreamData
 SWEEP_INTERVAL = 1.0
 #: open connections judged not Kafka that a later endpoint learning can still decode
 MAX_PARKED = 10_000
+#: bytes per direction kept of a connection judged not Kafka, decoded again if its
+#: broker endpoint is learned later
+START_KEEP = 64 << 10
+#: all kept starts together (the oldest are dropped first)
+MAX_START_BYTES = 64 << 20
 #: not-Kafka connections listed (with endpoints and bytes) in the run summary
 MAX_NOT_KAFKA_LISTED = 1_000
 
@@ -170,8 +180,12 @@ class Engine:
                                                  # connections (see connection_summaries)
         self._counted: dict[int, int] = {}       # stream -> bytes of a revived connection
                                                  # already counted as not Kafka
+        self._starts: dict[int, Any] = {}        # stream -> (Connection, [segments of each
+                                                 # direction], bytes) judged not Kafka
+        self._start_bytes = 0
         self._finishing = False
         self.ctx.on_learn = self._learned
+        self.ctx.on_other = self._keep_start
 
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
@@ -298,7 +312,10 @@ class Engine:
         """End of input: close every conversation, release everything."""
         self._finishing = True
         self._parked.clear()
+        self._starts.clear()
+        self._start_bytes = 0
         self.ctx.on_learn = None            # (a reference cycle through the engine)
+        self.ctx.on_other = None
         for idx in list(self.convs):
             conv = self.convs.pop(idx)
             conv.close("capture-end")
@@ -363,7 +380,87 @@ class Engine:
                 parked = self._parked
                 parked[conn.index] = (conn, seen)
                 if len(parked) > MAX_PARKED:
-                    del parked[next(iter(parked))]
+                    old = next(iter(parked))
+                    del parked[old]
+                    self._drop_start(old)
+
+    def _keep_start(self, conv: Conversation) -> None:
+        """``Context.on_other``: keep the start of a connection judged not Kafka (see the
+        module docstring), as ``(offset, bytes, frame, ts)`` segments per direction."""
+        if self._finishing:
+            return
+        head: list[list] = []
+        n = 0
+        for fr in conv.framers:
+            segs = []
+            base = fr.base
+            start = base + fr.pos
+            lim = start + START_KEEP
+            buf = fr.buf
+            for s_off, s_end, frame, ts in fr.segs:
+                lo = max(s_off, start)
+                hi = min(s_end, lim)
+                if lo < hi:
+                    segs.append((lo, bytes(buf[lo - base:hi - base]), frame, ts))
+                    n += hi - lo
+            head.append(segs)
+        if not n:
+            return
+        starts = self._starts
+        self._drop_start(conv.conn.index)
+        starts[conv.conn.index] = (conv.conn, head, n)
+        self._start_bytes += n
+        while self._start_bytes > MAX_START_BYTES and starts:
+            self._drop_start(next(iter(starts)))
+
+    def _drop_start(self, idx: int) -> None:
+        entry = self._starts.pop(idx, None)
+        if entry is not None:
+            self._start_bytes -= entry[2]
+
+    def _rescan(self, idx: int) -> tuple[Conversation, list[int], list] | None:
+        """A new conversation (a part of its own) fed the kept start of connection
+        ``idx``: ``(conversation, bytes kept per direction, the segments)``, not closed."""
+        entry = self._starts.get(idx)
+        if entry is None:
+            return None
+        self._drop_start(idx)
+        conn, head, _n = entry
+        conv = Conversation(conn, self.ctx)
+        kept = [0, 0]
+        for d in (0, 1):
+            for off, data, frame, ts in head[d]:
+                conv.data(d, off, data, frame, ts)
+                kept[d] += len(data)
+        return conv, kept, head
+
+    def _rescan_closed(self, idx: int, endpoint: tuple) -> None:
+        """Decode again the kept start of a connection that was judged not Kafka and has
+        closed; its bytes after that start count as not Kafka."""
+        conn = self._starts[idx][0]
+        got = self._rescan(idx)
+        if got is None:
+            return
+        conv, kept, _head = got
+        conv.close("closed")
+        if conv.state != KAFKA and conv.state != KAFKA07:
+            conv.detach()   # (not Kafka again: reported with its bytes as before)
+            return
+        s = self.summary
+        if self._other.pop(idx, None) is not None:
+            s.not_kafka_connections -= 1
+        s.other_connections -= 1
+        s.late_kafka_connections += 1
+        self._retire(conv)
+        tail = max(0, conn.bytes[0] - kept[0]) + max(0, conn.bytes[1] - kept[1])
+        cs = conv.summary
+        cs.stream_bytes += tail
+        cs.not_kafka_bytes += tail
+        s.not_kafka_bytes += tail
+        more = f"; {tail} bytes after it were not kept (counted as not Kafka)" if tail else ""
+        s.add_problem(f"frame {conn.first_frame}: connection {idx} (closed) was judged not "
+                      f"Kafka; its first {kept[0] + kept[1]} bytes were decoded again, since "
+                      f"{endpoint[0]}:{endpoint[1]} is now known to be a Kafka broker{more}")
 
     def _unseen(self, idx: int, n: int) -> None:
         """Bytes (or a hole) the TCP layer delivered after the connection was judged not
@@ -413,6 +510,9 @@ class Engine:
         for conn, seen in [p for p in self._parked.values()
                            if tuple(p[0].a) == endpoint or tuple(p[0].b) == endpoint]:
             self._revive(conn, seen, endpoint)
+        for idx in [i for i, st in self._starts.items() if i not in self._parked and
+                    (tuple(st[0].a) == endpoint or tuple(st[0].b) == endpoint)]:
+            self._rescan_closed(idx, endpoint)
         for conv in list(self.convs.values()):
             conn = conv.conn
             if conv.state == UNDECIDED and not conv.kafka_port and \
@@ -428,6 +528,20 @@ class Engine:
         hole, which :meth:`_late_gap` counts as not Kafka."""
         del self._parked[conn.index]
         s = self.summary
+        got = self._rescan(conn.index)
+        if got is not None:
+            # its kept start, decoded as a part of its own (counted once, by the part
+            # decoded from here on)
+            part, kept, _head = got
+            part.close("capture-end")
+            if part.state == KAFKA or part.state == KAFKA07:
+                self._retire(part)
+                s.kafka_connections -= 1
+                if part.state == KAFKA07:
+                    s.kafka07_connections -= 1
+                seen = max(0, seen - kept[0] - kept[1])
+            else:
+                part.detach()
         if self._other.pop(conn.index, None) is not None:
             s.not_kafka_connections -= 1
         s.other_connections -= 1

@@ -309,6 +309,58 @@ def test_undecided_connection_is_judged_as_on_a_kafka_port_once_learned() -> Non
     assert [(ex.stream, ex.status) for ex in out if ex.stream == 0] == [(0, UNANSWERED)]
 
 
+def _first_connection_unknown_keys(key: int = 500) -> tuple[list[tuple], list]:
+    """aiokafka.pcap with every request of its first connection given an unknown API
+    key: that connection (closed before the second one proves the broker) is judged
+    not Kafka when it closes."""
+    pkts = packets("aiokafka.pcap")
+    _, base = decode(pkts)
+    mine = [e for e in base if e.stream == 0 and e.request is not None]
+    for ex in mine:
+        i, at = message_at(pkts, ex.request.raw, ex.request.frame_first)
+        pkts = patch(pkts, i, at + 4, struct.pack(">h", key))
+    return pkts, mine
+
+
+def test_connection_closed_before_learning_is_decoded_again() -> None:
+    from test_byte_accounting import tcp_payload_bytes
+    pkts, mine = _first_connection_unknown_keys()
+    assert len(mine) == 2
+    eng, out = decode(pkts)
+    s = eng.summary
+    got = [(e.api_key, e.correlation_id, e.status) for e in out if e.stream == 0]
+    assert got == [(500, e.correlation_id, PAIRED) for e in mine]
+    assert s.not_kafka_connections == 0 and s.late_kafka_connections == 1
+    assert any("connection 0 (closed)" in p and "decoded again" in p for p in s.problems)
+    assert s.frame_bytes + s.skipped_bytes + s.gap_bytes + s.not_kafka_bytes == \
+        tcp_payload_bytes(pkts)
+    assert s.not_kafka_bytes == 0
+
+
+def test_kept_starts_of_connections_judged_not_kafka_are_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only START_KEEP bytes per direction are kept (the rest is counted as not Kafka
+    and said); beyond MAX_START_BYTES the oldest starts are dropped (not decoded)."""
+    from test_byte_accounting import tcp_payload_bytes
+    import kwsniff.engine as engine_mod
+    pkts, mine = _first_connection_unknown_keys()
+    first = len(mine[0].request.raw) + 4
+    monkeypatch.setattr(engine_mod, "START_KEEP", first)
+    eng, out = decode(pkts)
+    s = eng.summary
+    got = [(e.api_key, e.correlation_id) for e in out if e.stream == 0]
+    assert got == [(500, mine[0].correlation_id)]
+    assert any("connection 0 (closed)" in p and "bytes after it were not kept" in p
+               for p in s.problems)
+    assert s.not_kafka_bytes > 0
+    assert s.frame_bytes + s.skipped_bytes + s.gap_bytes + s.not_kafka_bytes == \
+        tcp_payload_bytes(pkts)
+    monkeypatch.setattr(engine_mod, "MAX_START_BYTES", first - 1)
+    eng, out = decode(pkts)
+    assert [e for e in out if e.stream == 0] == []
+    assert eng.summary.not_kafka_connections == 1
+
+
 def test_parked_connections_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the newest MAX_PARKED connections judged not Kafka can still be decoded."""
     import kwsniff.engine as engine_mod
