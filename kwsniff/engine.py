@@ -100,6 +100,14 @@ class RunSummary:
     tls_undecrypted: int = 0             # TLS connections on a Kafka port without a key
     # one line per such connection: what its handshake showed (bounded like problems)
     tls_notes: list[str] = field(default_factory=list)
+    # TCP payload bytes of the connections followed as TLS (not counted in frame_bytes,
+    # skipped_bytes, gap_bytes): TLS records decrypted + not decrypted (handshake, alerts,
+    # records without a key or that did not authenticate, a cut last record) + holes
+    tls_bytes: int = 0
+    tls_decrypted_bytes: int = 0
+    tls_undecrypted_bytes: int = 0
+    tls_gap_bytes: int = 0
+    tls_frame_bytes: int = 0             # plaintext bytes in Kafka frames inside TLS
     other_connections: int = 0           # examined and not Kafka
     not_kafka_connections: int = 0       # of those, the ones that carried payload
     not_kafka_bytes: int = 0             # TCP payload bytes of those (and of the parts of
@@ -170,6 +178,8 @@ class Engine:
         self.tls: dict[int, Any] = {}                # stream -> engine_tls.TlsLink being followed
         self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
         self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
+        self._tls_done: list[tuple] = []             # (Connection, decrypted record bytes,
+                                                     # gap bytes) of links no longer followed
         self._source: Any = None                     # the capture (its embedded secrets)
         self._secrets_seen = 0                       # ... key logs already taken
         self._parked: dict[int, Any] = {}        # stream -> (open Connection judged not
@@ -326,6 +336,7 @@ class Engine:
             self.summary.tls_notes.append(_tls_note(link, why))
         self._tls_unread = []
         out = self._release(True)
+        self._report_tls()
         self._report_other()
         if self._tcp is not None:
             stats = self._tcp.stats
@@ -606,6 +617,20 @@ class Engine:
         rows.sort(key=lambda r: -r["bytes"])
         s.not_kafka = rows[:MAX_NOT_KAFKA_LISTED]
 
+    def _report_tls(self) -> None:
+        """``RunSummary.tls_*`` from the TLS connections (their TCP byte counters are
+        final at the end of the run); one reported as not Kafka is counted there."""
+        s = self.summary
+        for conn, decrypted, gaps in self._tls_done:
+            if conn.index in self._other:
+                continue
+            total = conn.bytes[0] + conn.bytes[1] + gaps
+            s.tls_bytes += total
+            s.tls_decrypted_bytes += decrypted
+            s.tls_gap_bytes += gaps
+            s.tls_undecrypted_bytes += total - decrypted - gaps
+        self._tls_done = []
+
     def _sweep(self, now: float) -> None:
         self._next_sweep = now + SWEEP_INTERVAL
         self.ctx.now = max(self.ctx.now, now)
@@ -682,6 +707,8 @@ class Engine:
             self._tls_report(link)
             link.conn.ignored = True
             self.tls.pop(link.conn.index, None)
+            self._tls_done.append((link.conn, link.session.info.decrypted_record_bytes,
+                                   link.gap_bytes))
         elif link.decrypted and link.conn.index not in self.tls_info:
             self._tls_decrypted(link)
 
@@ -723,10 +750,19 @@ class Engine:
         if link.decrypted and idx not in self.tls_info:
             self._tls_decrypted(link)
         self._tls_report(link)
+        self._tls_done.append((link.conn, link.session.info.decrypted_record_bytes,
+                               link.gap_bytes))
         inner = link.inner
         if inner is not None:
             inner.close(reason)
             self._retire(inner)
+            if inner.state == KAFKA or inner.state == KAFKA07:
+                # (its bytes are counted as TLS record bytes: see RunSummary.tls_bytes)
+                s = self.summary
+                cs = inner.summary
+                s.frame_bytes -= cs.frame_bytes
+                s.skipped_bytes -= cs.skipped_bytes
+                s.tls_frame_bytes += cs.frame_bytes
 
     def _release(self, final: bool) -> list[Exchange]:
         out = self.ctx.reorder.drain(final)
