@@ -165,6 +165,9 @@ class TcpReassembler:
         if conn.ignored:
             if ds.pending:
                 self._discard(ds)
+            if ds.base is None:
+                # (where the stream starts, should the connection be decoded later)
+                ds.base = seq
             return events or _NO_EVENTS
         base = ds.base
         nxt = ds.next
