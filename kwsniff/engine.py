@@ -463,7 +463,8 @@ class Engine:
         s.other_connections -= 1
         s.late_kafka_connections += 1
         self._retire(conv)
-        tail = max(0, conn.bytes[0] - kept[0]) + max(0, conn.bytes[1] - kept[1])
+        tail = max(0, conn.bytes[0] - kept[0]) + max(0, conn.bytes[1] - kept[1]) + \
+            conn.unseen_bytes
         cs = conv.summary
         cs.stream_bytes += tail
         cs.not_kafka_bytes += tail
@@ -605,6 +606,8 @@ class Engine:
             # (a revived connection judged not Kafka again: its bytes before the
             # revival are counted already)
             s.not_kafka_bytes += n - counted.get(conn.index, 0)
+            # (bytes the capture missed after it was judged not Kafka: a hole)
+            s.gap_bytes += conn.unseen_bytes
             # the server: the SYN's receiver, else the endpoint with the lower port
             if conn.a_is_client is False or (conn.a_is_client is None and conn.a[1] < conn.b[1]):
                 client, server = conn.b, conn.a
@@ -624,6 +627,7 @@ class Engine:
         for conn, decrypted, gaps in self._tls_done:
             if conn.index in self._other:
                 continue
+            gaps += conn.unseen_bytes
             total = conn.bytes[0] + conn.bytes[1] + gaps
             s.tls_bytes += total
             s.tls_decrypted_bytes += decrypted

@@ -79,7 +79,7 @@ _NO_EVENTS: tuple[Event, ...] = ()
 class _Direction:
     """Reassembly state of one direction (internal)."""
 
-    __slots__ = ("base", "next", "pending", "buffered", "fin", "isn", "ack")
+    __slots__ = ("base", "next", "pending", "buffered", "fin", "isn", "ack", "top")
 
     def __init__(self) -> None:
         self.base: int | None = None    # sequence number of stream offset 0
@@ -91,6 +91,7 @@ class _Direction:
         self.fin: int | None = None     # stream offset of the FIN
         self.isn: int | None = None     # initial sequence number (from a SYN)
         self.ack: int | None = None     # latest raw ACK number from the peer
+        self.top: int | None = None     # ignored connection: raw end of its latest data
 
     def unwrap(self, seq: int) -> int:
         """Stream offset of sequence number ``seq`` nearest the next expected offset."""
@@ -168,6 +169,7 @@ class TcpReassembler:
             if ds.base is None:
                 # (where the stream starts, should the connection be decoded later)
                 ds.base = seq
+            ds.top = seq + n + missing      # (its end, see _unseen)
             return events or _NO_EVENTS
         base = ds.base
         nxt = ds.next
@@ -534,6 +536,24 @@ class TcpReassembler:
             if acked > ds.next + 1:
                 self._gap(flow, d, acked - ds.next, frame, ts, GAP_ACKED, events)
 
+    def _unseen(self, flow: _Flow, d: int) -> None:
+        """``Connection.unseen_bytes`` of an ignored connection's direction: its end (the
+        FIN, else the end of its latest data or what the peer acknowledged when that is
+        more than one past it: one may be a lost FIN) less the bytes captured and the
+        holes reported."""
+        ds = flow.dirs[d]
+        conn = flow.conn
+        if ds.base is None:
+            return
+        have = conn.bytes[d] + conn.gap_bytes[d]
+        end = ds.fin
+        if end is None:
+            top = ds.unwrap(ds.top & _M32) if ds.top is not None else 0
+            acked = ds.unwrap(ds.ack) if ds.ack is not None else 0
+            end = max(top, acked if acked > top + 1 else 0)
+        if end > have:
+            conn.unseen_bytes += end - have
+
     def _discard(self, ds: _Direction) -> None:
         self._buffered -= ds.buffered
         ds.buffered = 0
@@ -542,7 +562,10 @@ class TcpReassembler:
     def _close(self, flow: _Flow, reason: str, gap_reason: str, frame: int, ts: float,
                events: list[Event]) -> None:
         flow.closed = True          # first: flushing must not close it again
+        conn = flow.conn
         for d in (0, 1):
+            if conn.ignored:
+                self._unseen(flow, d)
             self._flush(flow, d, frame, ts, gap_reason, events)
             self._discard(flow.dirs[d])
         flow.conn.close_reason = reason

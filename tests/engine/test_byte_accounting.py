@@ -177,9 +177,7 @@ def test_run_totals_equal_dpkt_payload_count_on_truncated_and_dropped_copies(
     rnd = random.Random("dpkt " + capture)
     pkts = packets(capture)
     for _ in range(12):
-        # (not the TLS ones: a hole in a connection no longer followed -- TLS without
-        # its key, not Kafka -- is in no count, the TCP layer stops tracking it)
-        p = _truncate_or_drop(pkts, rnd, drops=not capture.startswith("tls/"))
+        p = _truncate_or_drop(pkts, rnd)
         s = decode(p, tls_keylog=_keylog(capture))[0].summary
         assert accounted(s) == tcp_payload_bytes(p)
 
