@@ -453,11 +453,13 @@ class Engine:
         if got is None:
             return
         conv, kept, _head = got
+        s = self.summary
+        mark = len(s.problems)
         conv.close("closed")
         if conv.state != KAFKA and conv.state != KAFKA07:
             conv.detach()   # (not Kafka again: reported with its bytes as before)
+            del s.problems[mark:]
             return
-        s = self.summary
         if self._other.pop(idx, None) is not None:
             s.not_kafka_connections -= 1
         s.other_connections -= 1
@@ -545,7 +547,14 @@ class Engine:
             # its kept start, decoded as a part of its own (counted once, by the part
             # decoded from here on)
             part, kept, _head = got
+            mark = len(s.problems)
             part.close("capture-end")
+            if part.state != KAFKA and part.state != KAFKA07:
+                # (instead of "on a Kafka port carries no recognisable Kafka traffic")
+                del s.problems[mark:]
+                s.add_problem(f"frame {conn.first_frame}: connection {conn.index}: its kept "
+                              f"start ({kept[0] + kept[1]} bytes) holds no Kafka message "
+                              "start")
             if part.state == KAFKA or part.state == KAFKA07:
                 self._retire(part)
                 s.kafka_connections -= 1
