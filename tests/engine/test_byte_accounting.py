@@ -201,3 +201,22 @@ def test_cuts_that_lost_or_doubled_bytes(capture: str, first: int, last: int,
     p = [x for x in packets(capture) if first <= x[0] <= last and x[0] not in drop]
     s = decode(p)[0].summary
     assert accounted(s) == tcp_payload_bytes(p)
+
+
+def test_export_summary_carries_the_tls_bytes(tmp_path, capsys) -> None:
+    """The export's summary object has the five groups; they add up to the dpkt count."""
+    import json
+
+    from kwsniff.cli import main
+    capture = "tls/tls13-aes128.pcap"
+    out = tmp_path / "x.jsonl"
+    assert main(["export", str(PCAPS / capture), "--tls-keylog",
+                 str((PCAPS / capture).with_suffix(".keys")), "-o", str(out)]) == 0
+    capsys.readouterr()
+    summary = [json.loads(x) for x in out.read_text().splitlines()][-1]
+    assert summary["kind"] == "summary" and summary["exchanges"] > 0
+    assert summary["tls_bytes"] == summary["tls_decrypted_bytes"] + \
+        summary["tls_undecrypted_bytes"] + summary["tls_gap_bytes"] > 0
+    assert sum(summary[k] for k in ("frame_bytes", "skipped_bytes", "gap_bytes",
+                                    "not_kafka_bytes", "tls_bytes")) == \
+        tcp_payload_bytes(packets(capture))
