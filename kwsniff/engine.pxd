@@ -12,10 +12,11 @@ cdef class Engine:
     cdef public object options, summary
     cdef public Context ctx
     cdef public dict convs, connections, tls, tls_info
-    cdef public list _tls_unread
+    cdef public list _tls_unread, _earlier, _tls_done
     cdef public object _source, _secrets_seen
     cdef public object _next_sweep, _tcp
-    cdef public dict _parked, _other, _late
+    cdef public dict _parked, _other, _late, _counted, _starts
+    cdef public object _start_bytes
     cdef public bint _finishing
 
     @cython.locals(conv=Conversation, sd=StreamData)

@@ -23,7 +23,12 @@ Contract:
   a reference to the TCP connection each, no bytes) are decoded from their next bytes
   on, hunting for a frame start as in a capture that starts mid-stream; their bytes
   before that are counted as not Kafka (``RunSummary.not_kafka_bytes``) and a problem
-  says so.  Connections that closed before the learning are not decoded again.
+  says so.  The start of every connection judged not Kafka (what detection looked at:
+  at most ``START_KEEP`` bytes per direction, ``MAX_START_BYTES`` for all of them, the
+  oldest dropped first) is kept: when its endpoint is learned, that start is decoded
+  again, as a part of its own (an open connection then goes on from its next bytes as
+  above); for a connection closed by then, the bytes after the kept start are counted
+  as not Kafka and a problem says how many.
 * Connections judged not Kafka are reported (``RunSummary.not_kafka``: at most
   ``MAX_NOT_KAFKA_LISTED`` endpoints with their bytes; counts beyond that).
 """
@@ -44,6 +49,11 @@ from kwsniff.tcp.events import StreamData
 SWEEP_INTERVAL = 1.0
 #: open connections judged not Kafka that a later endpoint learning can still decode
 MAX_PARKED = 10_000
+#: bytes per direction kept of a connection judged not Kafka, decoded again if its
+#: broker endpoint is learned later
+START_KEEP = 64 << 10
+#: all kept starts together (the oldest are dropped first)
+MAX_START_BYTES = 64 << 20
 #: not-Kafka connections listed (with endpoints and bytes) in the run summary
 MAX_NOT_KAFKA_LISTED = 1_000
 
@@ -90,6 +100,14 @@ class RunSummary:
     tls_undecrypted: int = 0             # TLS connections on a Kafka port without a key
     # one line per such connection: what its handshake showed (bounded like problems)
     tls_notes: list[str] = field(default_factory=list)
+    # TCP payload bytes of the connections followed as TLS (not counted in frame_bytes,
+    # skipped_bytes, gap_bytes): TLS records decrypted + not decrypted (handshake, alerts,
+    # records without a key or that did not authenticate, a cut last record) + holes
+    tls_bytes: int = 0
+    tls_decrypted_bytes: int = 0
+    tls_undecrypted_bytes: int = 0
+    tls_gap_bytes: int = 0
+    tls_frame_bytes: int = 0             # plaintext bytes in Kafka frames inside TLS
     other_connections: int = 0           # examined and not Kafka
     not_kafka_connections: int = 0       # of those, the ones that carried payload
     not_kafka_bytes: int = 0             # TCP payload bytes of those (and of the parts of
@@ -160,14 +178,24 @@ class Engine:
         self.tls: dict[int, Any] = {}                # stream -> engine_tls.TlsLink being followed
         self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
         self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
+        self._tls_done: list[tuple] = []             # (Connection, decrypted record bytes,
+                                                     # gap bytes) of links no longer followed
         self._source: Any = None                     # the capture (its embedded secrets)
         self._secrets_seen = 0                       # ... key logs already taken
         self._parked: dict[int, Any] = {}        # stream -> (open Connection judged not
                                                  # Kafka, stream bytes it delivered)
         self._other: dict[int, Any] = {}         # stream -> Connection judged not Kafka
         self._late: dict[int, int] = {}          # stream -> directions whose skip is pending
+        self._earlier: list = []                 # summaries of earlier parts of reopened
+                                                 # connections (see connection_summaries)
+        self._counted: dict[int, int] = {}       # stream -> bytes of a revived connection
+                                                 # already counted as not Kafka
+        self._starts: dict[int, Any] = {}        # stream -> (Connection, [segments of each
+                                                 # direction], bytes) judged not Kafka
+        self._start_bytes = 0
         self._finishing = False
         self.ctx.on_learn = self._learned
+        self.ctx.on_other = self._keep_start
 
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
@@ -222,6 +250,8 @@ class Engine:
             sd = ev                     # (compiled: typed, its fields read as C fields)
             conv = self.convs.get(sd.conn.index)
             if conv is None:
+                if self._parked:
+                    self._unseen(sd.conn.index, len(sd.data))
                 if self.tls:
                     return self._tls_event(ev)
                 return []
@@ -232,6 +262,8 @@ class Engine:
         elif t is StreamGap:
             conv = self.convs.get(ev.conn.index)
             if conv is None:
+                if self._parked:
+                    self._unseen(ev.conn.index, ev.length)
                 if self.tls:
                     return self._tls_event(ev)
                 return []
@@ -290,7 +322,10 @@ class Engine:
         """End of input: close every conversation, release everything."""
         self._finishing = True
         self._parked.clear()
+        self._starts.clear()
+        self._start_bytes = 0
         self.ctx.on_learn = None            # (a reference cycle through the engine)
+        self.ctx.on_other = None
         for idx in list(self.convs):
             conv = self.convs.pop(idx)
             conv.close("capture-end")
@@ -301,6 +336,7 @@ class Engine:
             self.summary.tls_notes.append(_tls_note(link, why))
         self._tls_unread = []
         out = self._release(True)
+        self._report_tls()
         self._report_other()
         if self._tcp is not None:
             stats = self._tcp.stats
@@ -355,7 +391,98 @@ class Engine:
                 parked = self._parked
                 parked[conn.index] = (conn, seen)
                 if len(parked) > MAX_PARKED:
-                    del parked[next(iter(parked))]
+                    old = next(iter(parked))
+                    del parked[old]
+                    self._drop_start(old)
+
+    def _keep_start(self, conv: Conversation) -> None:
+        """``Context.on_other``: keep the start of a connection judged not Kafka (see the
+        module docstring), as ``(offset, bytes, frame, ts)`` segments per direction."""
+        if self._finishing:
+            return
+        head: list[list] = []
+        n = 0
+        for fr in conv.framers:
+            segs = []
+            base = fr.base
+            start = base + fr.pos
+            lim = start + START_KEEP
+            buf = fr.buf
+            for s_off, s_end, frame, ts in fr.segs:
+                lo = max(s_off, start)
+                hi = min(s_end, lim)
+                if lo < hi:
+                    segs.append((lo, bytes(buf[lo - base:hi - base]), frame, ts))
+                    n += hi - lo
+            head.append(segs)
+        if not n:
+            return
+        starts = self._starts
+        self._drop_start(conv.conn.index)
+        starts[conv.conn.index] = (conv.conn, head, n)
+        self._start_bytes += n
+        while self._start_bytes > MAX_START_BYTES and starts:
+            self._drop_start(next(iter(starts)))
+
+    def _drop_start(self, idx: int) -> None:
+        entry = self._starts.pop(idx, None)
+        if entry is not None:
+            self._start_bytes -= entry[2]
+
+    def _rescan(self, idx: int) -> tuple[Conversation, list[int], list] | None:
+        """A new conversation (a part of its own) fed the kept start of connection
+        ``idx``: ``(conversation, bytes kept per direction, the segments)``, not closed."""
+        entry = self._starts.get(idx)
+        if entry is None:
+            return None
+        self._drop_start(idx)
+        conn, head, _n = entry
+        conv = Conversation(conn, self.ctx)
+        kept = [0, 0]
+        for d in (0, 1):
+            for off, data, frame, ts in head[d]:
+                conv.data(d, off, data, frame, ts)
+                kept[d] += len(data)
+        return conv, kept, head
+
+    def _rescan_closed(self, idx: int, endpoint: tuple) -> None:
+        """Decode again the kept start of a connection that was judged not Kafka and has
+        closed; its bytes after that start count as not Kafka."""
+        conn = self._starts[idx][0]
+        got = self._rescan(idx)
+        if got is None:
+            return
+        conv, kept, _head = got
+        s = self.summary
+        mark = len(s.problems)
+        conv.close("closed")
+        if conv.state != KAFKA and conv.state != KAFKA07:
+            conv.detach()   # (not Kafka again: reported with its bytes as before)
+            del s.problems[mark:]
+            return
+        if self._other.pop(idx, None) is not None:
+            s.not_kafka_connections -= 1
+        s.other_connections -= 1
+        s.late_kafka_connections += 1
+        self._retire(conv)
+        tail = max(0, conn.bytes[0] - kept[0]) + max(0, conn.bytes[1] - kept[1]) + \
+            conn.unseen_bytes
+        cs = conv.summary
+        cs.stream_bytes += tail
+        cs.not_kafka_bytes += tail
+        s.not_kafka_bytes += tail
+        more = f"; {tail} bytes after it were not kept (counted as not Kafka)" if tail else ""
+        s.add_problem(f"frame {conn.first_frame}: connection {idx} (closed) was judged not "
+                      f"Kafka; its first {kept[0] + kept[1]} bytes were decoded again, since "
+                      f"{endpoint[0]}:{endpoint[1]} is now known to be a Kafka broker{more}")
+
+    def _unseen(self, idx: int, n: int) -> None:
+        """Bytes (or a hole) the TCP layer delivered after the connection was judged not
+        Kafka (events of the same packet that came after the judgement): if it is parked,
+        they count as not Kafka should it be revived."""
+        p = self._parked.get(idx)
+        if p is not None:
+            self._parked[idx] = (p[0], p[1] + n)
 
     def _retire(self, conv: Conversation) -> None:
         conv.conn.sink = None
@@ -378,6 +505,14 @@ class Engine:
         if conv.state == "undecided":
             return
         conns = self.connections
+        prev = conns.get(cs.stream)
+        if prev is not None and prev is not cs:
+            # the same TCP connection decoded again (reopened by bytes after its RST or
+            # FIN): the summary of its earlier part is kept too
+            earlier = self._earlier
+            earlier.append(prev)
+            if len(earlier) > self.options.max_connection_summaries:
+                del earlier[0]
         conns[cs.stream] = cs
         if len(conns) > self.options.max_connection_summaries:
             del conns[next(iter(conns))]
@@ -389,6 +524,9 @@ class Engine:
         for conn, seen in [p for p in self._parked.values()
                            if tuple(p[0].a) == endpoint or tuple(p[0].b) == endpoint]:
             self._revive(conn, seen, endpoint)
+        for idx in [i for i, st in self._starts.items() if i not in self._parked and
+                    (tuple(st[0].a) == endpoint or tuple(st[0].b) == endpoint)]:
+            self._rescan_closed(idx, endpoint)
         for conv in list(self.convs.values()):
             conn = conv.conn
             if conv.state == UNDECIDED and not conv.kafka_port and \
@@ -404,11 +542,33 @@ class Engine:
         hole, which :meth:`_late_gap` counts as not Kafka."""
         del self._parked[conn.index]
         s = self.summary
+        got = self._rescan(conn.index)
+        if got is not None:
+            # its kept start, decoded as a part of its own (counted once, by the part
+            # decoded from here on)
+            part, kept, _head = got
+            mark = len(s.problems)
+            part.close("capture-end")
+            if part.state != KAFKA and part.state != KAFKA07:
+                # (instead of "on a Kafka port carries no recognisable Kafka traffic")
+                del s.problems[mark:]
+                s.add_problem(f"frame {conn.first_frame}: connection {conn.index}: its kept "
+                              f"start ({kept[0] + kept[1]} bytes) holds no Kafka message "
+                              "start")
+            if part.state == KAFKA or part.state == KAFKA07:
+                self._retire(part)
+                s.kafka_connections -= 1
+                if part.state == KAFKA07:
+                    s.kafka07_connections -= 1
+                seen = max(0, seen - kept[0] - kept[1])
+            else:
+                part.detach()
         if self._other.pop(conn.index, None) is not None:
             s.not_kafka_connections -= 1
         s.other_connections -= 1
         s.late_kafka_connections += 1
         s.not_kafka_bytes += seen
+        self._counted[conn.index] = self._counted.get(conn.index, 0) + seen
         conn.ignored = False
         conv = self.convs[conn.index] = Conversation(conn, self.ctx)
         conn.sink = self._sink(conv)
@@ -435,6 +595,7 @@ class Engine:
             s.gaps, s.gap_bytes = run_gaps, run_bytes
             s.not_kafka_bytes += ev.length
             conv.summary.not_kafka_bytes += ev.length
+            self._counted[idx] = self._counted.get(idx, 0) + ev.length
             return
         pending &= ~(1 << d)
         if pending:
@@ -448,9 +609,14 @@ class Engine:
         not Kafka (their TCP byte counters are final at the end of the run)."""
         s = self.summary
         rows = []
+        counted = self._counted
         for conn in self._other.values():
             n = conn.bytes[0] + conn.bytes[1]
-            s.not_kafka_bytes += n
+            # (a revived connection judged not Kafka again: its bytes before the
+            # revival are counted already)
+            s.not_kafka_bytes += n - counted.get(conn.index, 0)
+            # (bytes the capture missed after it was judged not Kafka: a hole)
+            s.gap_bytes += conn.unseen_bytes
             # the server: the SYN's receiver, else the endpoint with the lower port
             if conn.a_is_client is False or (conn.a_is_client is None and conn.a[1] < conn.b[1]):
                 client, server = conn.b, conn.a
@@ -459,8 +625,24 @@ class Engine:
             rows.append({"client": f"{client[0]}:{client[1]}",
                          "server": f"{server[0]}:{server[1]}", "bytes": n})
         self._other.clear()
+        counted.clear()
         rows.sort(key=lambda r: -r["bytes"])
         s.not_kafka = rows[:MAX_NOT_KAFKA_LISTED]
+
+    def _report_tls(self) -> None:
+        """``RunSummary.tls_*`` from the TLS connections (their TCP byte counters are
+        final at the end of the run); one reported as not Kafka is counted there."""
+        s = self.summary
+        for conn, decrypted, gaps in self._tls_done:
+            if conn.index in self._other:
+                continue
+            gaps += conn.unseen_bytes
+            total = conn.bytes[0] + conn.bytes[1] + gaps
+            s.tls_bytes += total
+            s.tls_decrypted_bytes += decrypted
+            s.tls_gap_bytes += gaps
+            s.tls_undecrypted_bytes += total - decrypted - gaps
+        self._tls_done = []
 
     def _sweep(self, now: float) -> None:
         self._next_sweep = now + SWEEP_INTERVAL
@@ -538,6 +720,8 @@ class Engine:
             self._tls_report(link)
             link.conn.ignored = True
             self.tls.pop(link.conn.index, None)
+            self._tls_done.append((link.conn, link.session.info.decrypted_record_bytes,
+                                   link.gap_bytes))
         elif link.decrypted and link.conn.index not in self.tls_info:
             self._tls_decrypted(link)
 
@@ -579,10 +763,19 @@ class Engine:
         if link.decrypted and idx not in self.tls_info:
             self._tls_decrypted(link)
         self._tls_report(link)
+        self._tls_done.append((link.conn, link.session.info.decrypted_record_bytes,
+                               link.gap_bytes))
         inner = link.inner
         if inner is not None:
             inner.close(reason)
             self._retire(inner)
+            if inner.state == KAFKA or inner.state == KAFKA07:
+                # (its bytes are counted as TLS record bytes: see RunSummary.tls_bytes)
+                s = self.summary
+                cs = inner.summary
+                s.frame_bytes -= cs.frame_bytes
+                s.skipped_bytes -= cs.skipped_bytes
+                s.tls_frame_bytes += cs.frame_bytes
 
     def _release(self, final: bool) -> list[Exchange]:
         out = self.ctx.reorder.drain(final)
@@ -598,16 +791,23 @@ class Engine:
         return out
 
     def connection_summaries(self) -> list[ConnectionSummary]:
-        """Summaries of finished and still-open Kafka connections, by stream index."""
+        """Summaries of finished and still-open Kafka connections, by stream index; a
+        connection reopened by bytes after its RST or FIN has one per part, in order."""
         out = dict(self.connections)
+        parts = [(cs.stream, 0, i, cs) for i, cs in enumerate(self._earlier)]
         for idx, conv in self.convs.items():
             if conv.state in (KAFKA, KAFKA07):
+                prev = out.get(idx)
+                if prev is not None and prev is not conv.summary:
+                    parts.append((idx, 1, 0, prev))
                 out[idx] = conv.summary
         for idx, link in self.tls.items():
             inner = link.inner
             if inner is not None and inner.state in (KAFKA, KAFKA07):
                 out[idx] = inner.summary
-        return [out[k] for k in sorted(out)]
+        parts.extend((k, 2, 0, cs) for k, cs in out.items())
+        parts.sort(key=lambda p: p[:3])
+        return [p[3] for p in parts]
 
 
 def _tls_note(link: Any, why: str) -> str:

@@ -21,7 +21,8 @@ class TlsLink:
     ``inner`` is the Kafka conversation of the decrypted stream (None until the first
     plaintext byte), ``session.info`` what the handshake showed."""
 
-    __slots__ = ("conn", "ctx", "session", "inner", "outer_summary", "kafka_port", "reported")
+    __slots__ = ("conn", "ctx", "session", "inner", "outer_summary", "kafka_port", "reported",
+                 "gap_bytes")
 
     def __init__(self, outer: Conversation, keylog: KeyLog | None, live: bool) -> None:
         self.conn = outer.conn
@@ -30,6 +31,7 @@ class TlsLink:
         self.outer_summary = outer.summary
         self.kafka_port = outer.kafka_port
         self.reported = False
+        self.gap_bytes = 0          # holes in the TCP stream (bytes the capture missed)
         self.session = TlsSession(keylog, self._plain, self._plain_gap, outer.client_dir, live)
         outer.summary.tls = self.session.info
         # the bytes detection buffered: the client's first, then the server's
@@ -51,6 +53,7 @@ class TlsLink:
         self.session.data(d, data, frame, ts)
 
     def gap(self, d: int, length: int, frame: int, ts: float, reason: str) -> None:
+        self.gap_bytes += length
         self.session.gap(d, length, frame, ts, reason)
 
     # ------------------------------------------------------- plaintext side
@@ -71,7 +74,12 @@ class TlsLink:
                    reason: str) -> None:
         if self.inner is None and not self.session.info.decrypted_records:
             return                              # nothing decrypted yet: nothing to frame
+        # (the run counts the connection's bytes as TLS record bytes, not these: see
+        # RunSummary.tls_bytes)
+        stats = self.ctx.stats
+        gaps, gap_bytes = stats.gaps, stats.gap_bytes
         self._conv().gap(d, offset, length, frame, ts, reason)
+        stats.gaps, stats.gap_bytes = gaps, gap_bytes
 
     @property
     def decrypted(self) -> bool:

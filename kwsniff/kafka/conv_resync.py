@@ -85,6 +85,32 @@ class ResyncChecks(OrphanHandling):
             return cid > LONG_CLIENT_ID
         return cid > 0 and not plausible.client_id_ok(buf, pos + 14, cid)
 
+    def _unknown_first_request(self, d: int, buf: bytearray, pos: int, end: int
+                               ) -> tuple[int, int]:
+        """WEAK for the first frame of the client's bytes when it is a request of an API
+        key the schema table does not know (vendor keys, a newer Kafka's) with a
+        well-formed header: a size of at least a header, a version up to 127, a
+        correlation id >= 0, a whole printable client id.  The framer accepts it only
+        when its framing is confirmed (the next frame a plausible request with a growing
+        correlation id, or the end of the stream); elsewhere in a stream such a header
+        is NO, as before (hunting must not take record bytes for a start)."""
+        fr = self.framers[d]
+        if fr.base + pos != fr.first_offset or fr.gap_bytes or end - pos < 14:
+            return NO, 0
+        size = _I32.unpack_from(buf, pos)[0]
+        key, version, corr, cid = _KEY_VER_CORR_CID.unpack_from(buf, pos + 4)
+        if plausible.max_version(key) >= 0 or key < 0 or not 0 <= version <= 127 or \
+                corr < 0 or size < plausible.MIN_REQUEST_SIZE or \
+                size > self.ctx.options.max_frame or cid < -1 or cid > size - 10:
+            return NO, 0
+        if cid > 0 and (pos + 14 + cid > end or not plausible.client_id_ok(buf, pos + 14, cid)):
+            return NO, 0
+        if not corr_after(corr, self.last_req_corr):
+            return NO, 0
+        if pos + 4 + size > end and size <= self.ctx.options.window:
+            return SHORT, size
+        return WEAK, size
+
     def _not_a_response(self, buf: bytearray, pos: int, end: int) -> bool:
         """The broker framer's guard (see ``Framer.guard``): True when the bytes at
         ``pos`` cannot start a response (the hunting check says NO: a correlation id that
@@ -129,7 +155,7 @@ class ResyncChecks(OrphanHandling):
             if h is None:
                 if end - pos < plausible.request_prefix_needed(buf, pos, end):
                     return SHORT, 0
-                return NO, 0
+                return self._unknown_first_request(d, buf, pos, end)
             size = h[0]
             if not corr_after(h[3], self.last_req_corr):
                 return NO, 0

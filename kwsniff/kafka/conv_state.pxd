@@ -14,7 +14,7 @@ cdef class Options:
 cdef class Context:
     cdef public Options options
     cdef public object reorder, topic_ids, histories, learned, stats, now
-    cdef public object annotate_ctx, unordered, on_learn
+    cdef public object annotate_ctx, unordered, on_learn, on_other
 
 
 cdef class Pending:

@@ -67,7 +67,7 @@ class Context:
     """State shared by all conversations of one run."""
 
     __slots__ = ("options", "reorder", "topic_ids", "histories", "learned", "stats", "now",
-                 "annotate_ctx", "unordered", "on_learn")
+                 "annotate_ctx", "unordered", "on_learn", "on_other")
 
     def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000) -> None:
         self.options = options
@@ -80,6 +80,9 @@ class Context:
         self.annotate_ctx = decoding.new_annotate_context(options.show_secrets)
         self.unordered = UnorderedRequests(reorder_limit)
         self.on_learn: Any = None          # called with each newly learned endpoint
+        # called with a conversation not on a Kafka port judged not Kafka, before its
+        # framers drop what detection buffered (the engine keeps the start)
+        self.on_other: Any = None
 
     def learn(self, endpoint: tuple[str, int]) -> None:
         """Remember a broker endpoint (bounded: a port scan must not grow memory); a new

@@ -293,6 +293,8 @@ class Conversation(ResyncChecks):
         self.summary.protocol = OTHER
         self.summary.detected_by = reason
         self._set_ends()
+        if not self.kafka_port and self.ctx.on_other is not None:
+            self.ctx.on_other(self)
         for f in self.framers:
             f.discard()
         if self.kafka_port:

@@ -18,7 +18,10 @@ Policy (documented in ``docs/conversations.md``):
   (client side known) a plausible request starts the client's bytes (decoding reports
   its problems), or
   if plausible requests or responses were seen anywhere (framing
-  resynchronises and reports what it skips), else ``other`` (reported as a problem).
+  resynchronises and reports what it skips), or when the client's bytes start with a
+  well-formed request of an unknown API key whose framing is confirmed (its id answered,
+  a plausible request after it, or every byte there), else ``other`` (reported as a
+  problem).
 * On any other port the bar is high, to keep false positives low: at least one request
   that is plausible *and* decodes exactly (every byte consumed, no problem) with its
   response's correlation id echoed; a one-way capture needs three chained requests that
@@ -30,11 +33,19 @@ Policy (documented in ``docs/conversations.md``):
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Sequence
 
 from kwsniff.kafka import decoding, legacy07
-from kwsniff.kafka.plausible import looks_like_tls, request_header_at, response_size_at
+from kwsniff.kafka.plausible import (
+    MIN_REQUEST_SIZE,
+    client_id_ok,
+    looks_like_tls,
+    max_version,
+    request_header_at,
+    response_size_at,
+)
 
 KAFKA = "kafka"
 KAFKA07 = "kafka-0.7"
@@ -158,6 +169,30 @@ def _chain07(buf: memoryview, starts: Sequence[int], max_frame: int) -> int:
     return best
 
 
+def _unknown_first_request(buf: memoryview, other: memoryview, final: bool,
+                           max_frame: int) -> bool:
+    """A request of an API key the schema table does not know starts ``buf`` (a
+    well-formed header: version up to 127, correlation id >= 0, printable client id) and
+    its framing is confirmed: the other side's first frame answers its correlation id, a
+    plausible request follows it, or (at the end) it is every byte there."""
+    n = len(buf)
+    if n < 14:
+        return False
+    size, key, version, corr, cid = struct.unpack_from(">ihhih", buf, 0)
+    if max_version(key) >= 0 or key < 0 or not 0 <= version <= 127 or corr < 0 or \
+            size < MIN_REQUEST_SIZE or size > max_frame or not -1 <= cid <= size - 10:
+        return False
+    if cid > 0 and (14 + cid > n or not client_id_ok(buf, 14, cid)):
+        return False
+    h = response_size_at(other, 0, len(other), max_frame)
+    if h is not None and h[1] == corr:
+        return True
+    q = 4 + size
+    if q == n:
+        return final
+    return q < n and request_header_at(buf, q, n, max_frame) is not None
+
+
 def classify(bufs: tuple[memoryview, memoryview], seg_starts: tuple[Sequence[int], Sequence[int]],
              client_dir: int | None, kafka_port: bool, final: bool, budget: int,
              max_frame: int, client_by: str = "content") -> Verdict | None:
@@ -200,6 +235,10 @@ def classify(bufs: tuple[memoryview, memoryview], seg_starts: tuple[Sequence[int
             # fields) or a lone request with trailing bytes: one exchange with its
             # problem, not a connection that disappears
             return Verdict(KAFKA, best[3], client_by + ": plausible request")
+        for d in dirs:
+            if _unknown_first_request(bufs[d], bufs[1 - d], final, max_frame):
+                return Verdict(KAFKA, d, client_by if client_dir is not None else
+                               "content: request of an unknown API key")
         if client_dir is not None or exhausted:
             for d in dirs:
                 # (the client must have spoken too: a 0.7 response looks like a modern one)

@@ -13,7 +13,8 @@ Contract:
   accepted once it chains into :data:`CHAIN_CONFIRM` plausible frames (a frame that
   begins and ends exactly on TCP segment boundaries counts twice; chained frames must
   carry growing ids at ``seq_offset``, i.e. correlation ids), into a STRONG frame, or
-  into the end of the stream -- unless a start the checker vouches for (STRONG) lies
+  into the end of the stream (for the stream's first frame, also into too few bytes
+  before the end to tell: a lone request with bytes after it, then not on probation) -- unless a start the checker vouches for (STRONG) lies
   inside the frame it claims, which refutes it (so a false start cannot stall hunting
   or swallow real frames).  After accepting a start, complete frames that end exactly
   on it are recovered from the skipped region (so orphan responses right after a gap are
@@ -701,7 +702,12 @@ class Framer:
                 if final:
                     # a plausible header whose frame the end of the bytes cuts: as good
                     # as a chain that ends exactly there
-                    return STRONG if size2 > 0 else NO
+                    if size2 > 0:
+                        return STRONG
+                    # too few bytes left to tell: after the stream's very first frame
+                    # (a lone request with trailing bytes), that frame is real
+                    return CERTAIN if self.base + p == self.first_offset and \
+                        not self.gap_bytes else NO
                 return SHORT
             if v2 != WEAK or size2 > self.window:
                 return NO

@@ -34,7 +34,7 @@ class Reorderer:
 
     def __init__(self, limit: int = 10_000) -> None:
         self.ready: list[tuple[Key, int, Exchange]] = []
-        self.marks: list[tuple[Key, Any, int]] = []
+        self.marks: list[tuple[Key, int, Any]] = []   # (key, version, owner)
         self.current: dict[Any, Key] = {}
         self.versions: dict[Any, int] = {}
         self.forcers: dict[Any, Callable[[], bool]] = {}
@@ -59,13 +59,16 @@ class Reorderer:
         if cur == key:
             return
         self.dirty = True
-        ver = self.versions.get(owner, 0) + 1
+        # (versions are unique across owners: equal keys of two owners, e.g. two parts of
+        # one connection, never compare the owners)
+        self._seq += 1
+        ver = self._seq
         self.versions[owner] = ver
         if key is None:
             self.current.pop(owner, None)
         else:
             self.current[owner] = key
-            heapq.heappush(self.marks, (key, owner, ver))
+            heapq.heappush(self.marks, (key, ver, owner))
             if len(self.marks) > 4 * len(self.current) + 1024:
                 self._rebuild()
 
@@ -75,7 +78,7 @@ class Reorderer:
         self.forcers.pop(owner, None)
 
     def _rebuild(self) -> None:
-        self.marks = [(k, o, self.versions[o]) for o, k in self.current.items()]
+        self.marks = [(k, self.versions[o], o) for o, k in self.current.items()]
         heapq.heapify(self.marks)
 
     def _watermark(self) -> tuple[Key | None, Any]:
@@ -83,7 +86,7 @@ class Reorderer:
         versions = self.versions
         current = self.current
         while marks:
-            key, owner, ver = marks[0]
+            key, ver, owner = marks[0]
             if versions.get(owner) == ver and owner in current:
                 return key, owner
             heapq.heappop(marks)

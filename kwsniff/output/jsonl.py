@@ -342,7 +342,9 @@ class ExportEncoder:
 
 #: Run counters every summary object carries (integers; 0 when the engine has none).
 SUMMARY_COUNTERS = ("packets", "connections", "exchanges", "problems", "skipped_bytes",
-                    "gap_bytes", "not_kafka_connections", "not_kafka_bytes", "frame_bytes")
+                    "gap_bytes", "not_kafka_connections", "not_kafka_bytes", "frame_bytes",
+                    "tls_bytes", "tls_decrypted_bytes", "tls_undecrypted_bytes",
+                    "tls_gap_bytes")
 
 
 class JsonlWriter:

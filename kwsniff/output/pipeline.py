@@ -106,6 +106,11 @@ def run_counters(summary: Any, capture_problems: Iterable[str] = (),
         "tls_undecrypted": int(get("tls_undecrypted")),
         "not_kafka_connections": int(get("not_kafka_connections")),
         "not_kafka_bytes": int(get("not_kafka_bytes")),
+        # TCP payload bytes of TLS connections (in TLS records), not in the four above
+        "tls_bytes": int(get("tls_bytes")),
+        "tls_decrypted_bytes": int(get("tls_decrypted_bytes")),
+        "tls_undecrypted_bytes": int(get("tls_undecrypted_bytes")),
+        "tls_gap_bytes": int(get("tls_gap_bytes")),
         "not_kafka": list(getattr(summary, "not_kafka", None) or []),
     }
 

@@ -34,7 +34,7 @@ class Connection:
 
     __slots__ = ("index", "a", "b", "a_is_client", "first_ts", "last_ts", "first_frame",
                  "last_frame", "packets", "bytes", "gap_bytes", "close_reason", "ignored",
-                 "sink", "reopened")
+                 "sink", "reopened", "unseen_bytes")
 
     def __init__(self, index: int, a: tuple[str, int], b: tuple[str, int],
                  a_is_client: bool | None, ts: float, frame: int) -> None:
@@ -55,6 +55,9 @@ class Connection:
         self.sink: Any = None
         # times data after a RST (or after both FINs) reopened it (see kwsniff.tcp.reassembly)
         self.reopened = 0
+        # of an ignored connection, the bytes the capture missed that no gap reported
+        # (known when it closes, from its FINs or the peer's acknowledgments)
+        self.unseen_bytes = 0
 
     @property
     def client(self) -> tuple[str, int] | None:

@@ -14,6 +14,7 @@ cdef class _Direction:
     cdef public object fin
     cdef public object isn
     cdef public object ack
+    cdef public object top
 
     cpdef object unwrap(self, object seq)
 
@@ -75,6 +76,9 @@ cdef class TcpReassembler:
     @cython.locals(ds=_Direction)
     cpdef _skip_to(self, _Flow flow, int d, object offset, object frame, object ts,
                    object reason, list events)
+
+    @cython.locals(ds=_Direction)
+    cpdef _unseen(self, _Flow flow, int d)
 
     @cython.locals(ds=_Direction)
     cpdef _acked(self, _Flow flow, int d, object frame, object ts, list events)

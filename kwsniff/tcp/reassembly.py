@@ -21,7 +21,8 @@ Policy (documented in ``docs/tcp-reassembly.md``):
   lost them), when the direction's buffer exceeds ``max_buffer`` (or all buffers
   ``max_total_buffer``), or when the connection closes or the capture ends.
   Snaplen-truncated bytes are gaps, never invented data.
-* SYN from ``a`` (or SYN-ACK from ``b``) makes ``a`` the client. RST closes at once;
+* SYN from ``a`` (or SYN-ACK from ``b``) makes ``a`` the client. RST closes at once
+  (after delivering the data it carries);
   FINs from both sides close once all data before them is accounted for. A SYN on a
   closed 4-tuple (or with a different initial sequence number) starts a new connection
   with a new index. At most ``max_connections`` are tracked: closed ones are forgotten
@@ -78,7 +79,7 @@ _NO_EVENTS: tuple[Event, ...] = ()
 class _Direction:
     """Reassembly state of one direction (internal)."""
 
-    __slots__ = ("base", "next", "pending", "buffered", "fin", "isn", "ack")
+    __slots__ = ("base", "next", "pending", "buffered", "fin", "isn", "ack", "top")
 
     def __init__(self) -> None:
         self.base: int | None = None    # sequence number of stream offset 0
@@ -90,6 +91,7 @@ class _Direction:
         self.fin: int | None = None     # stream offset of the FIN
         self.isn: int | None = None     # initial sequence number (from a SYN)
         self.ack: int | None = None     # latest raw ACK number from the peer
+        self.top: int | None = None     # ignored connection: raw end of its latest data
 
     def unwrap(self, seq: int) -> int:
         """Stream offset of sequence number ``seq`` nearest the next expected offset."""
@@ -164,6 +166,10 @@ class TcpReassembler:
         if conn.ignored:
             if ds.pending:
                 self._discard(ds)
+            if ds.base is None:
+                # (where the stream starts, should the connection be decoded later)
+                ds.base = seq
+            ds.top = seq + n + missing      # (its end, see _unseen)
             return events or _NO_EVENTS
         base = ds.base
         nxt = ds.next
@@ -249,15 +255,24 @@ class TcpReassembler:
             peer.ack = ack
             if (peer.pending or peer.fin is not None) and self.gap_on_ack:
                 self._acked(flow, 1 - d, frame, ts, events)
-        if flags & RST:
+        if flags & RST and not (payload or missing):
             self._close(flow, cx.CLOSE_RST, GAP_CLOSED, frame, ts, events)
             return events
         if ds.base is None:
+            if not (payload or missing or flags & (FIN | SYN)):
+                # a pure ACK does not say where the stream starts: its data may be
+                # captured after it (a capture begun mid-stream)
+                self._close_if_finished(flow, frame, ts, events)
+                return events
             ds.base = seq
         dseq = (seq + 1) & _M32 if flags & SYN else seq
         off = ds.unwrap(dseq)
         if (payload or missing) and not conn.ignored:
             self._data(flow, d, off, payload, missing, frame, ts, events)
+        if flags & RST:
+            # (the data a RST segment carries is delivered first, as Wireshark shows it)
+            self._close(flow, cx.CLOSE_RST, GAP_CLOSED, frame, ts, events)
+            return events
         if flags & FIN and ds.fin is None:
             fin = off + len(payload) + missing
             if fin >= ds.next:
@@ -521,6 +536,24 @@ class TcpReassembler:
             if acked > ds.next + 1:
                 self._gap(flow, d, acked - ds.next, frame, ts, GAP_ACKED, events)
 
+    def _unseen(self, flow: _Flow, d: int) -> None:
+        """``Connection.unseen_bytes`` of an ignored connection's direction: its end (the
+        FIN, else the end of its latest data or what the peer acknowledged when that is
+        more than one past it: one may be a lost FIN) less the bytes captured and the
+        holes reported."""
+        ds = flow.dirs[d]
+        conn = flow.conn
+        if ds.base is None:
+            return
+        have = conn.bytes[d] + conn.gap_bytes[d]
+        end = ds.fin
+        if end is None:
+            top = ds.unwrap(ds.top & _M32) if ds.top is not None else 0
+            acked = ds.unwrap(ds.ack) if ds.ack is not None else 0
+            end = max(top, acked if acked > top + 1 else 0)
+        if end > have:
+            conn.unseen_bytes += end - have
+
     def _discard(self, ds: _Direction) -> None:
         self._buffered -= ds.buffered
         ds.buffered = 0
@@ -529,7 +562,10 @@ class TcpReassembler:
     def _close(self, flow: _Flow, reason: str, gap_reason: str, frame: int, ts: float,
                events: list[Event]) -> None:
         flow.closed = True          # first: flushing must not close it again
+        conn = flow.conn
         for d in (0, 1):
+            if conn.ignored:
+                self._unseen(flow, d)
             self._flush(flow, d, frame, ts, gap_reason, events)
             self._discard(flow.dirs[d])
         flow.conn.close_reason = reason

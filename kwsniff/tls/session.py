@@ -61,6 +61,7 @@ class TlsInfo:
     decrypted_records: int = 0
     undecrypted_records: int = 0
     decrypted_bytes: list[int] = field(default_factory=lambda: [0, 0])
+    decrypted_record_bytes: int = 0    # TLS record bytes (header + ciphertext) decrypted
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -296,6 +297,7 @@ class TlsSession:
                 return
         st.trial = False
         self.info.decrypted_records += 1
+        self.info.decrypted_record_bytes += 5 + len(frag)
         if inner == APPDATA:
             if plain:
                 self.info.decrypted_bytes[d] += len(plain)

@@ -84,6 +84,59 @@ def test_unknown_api_key_in_a_real_capture_is_exported_with_its_raw_body(
     assert f"Unknown({key})" in text and body[:16].hex() in text.replace(" ", "")
 
 
+def _without_handshake(pkts: list[tuple]) -> list[tuple]:
+    """``pkts`` without their SYN and SYN-ACK packets (as if the capture began after)."""
+    out = []
+    for p in pkts:
+        d = p[3]
+        t = 14 + (d[14] & 15) * 4
+        if not d[t + 13] & 0x02:
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("key", [500, 10001])
+def test_unknown_api_key_as_first_frame_without_handshake_is_exported(key: int) -> None:
+    """The first request of every connection of a real capture gets an unknown key and
+    the handshakes are cut: each is still an exchange, paired with its real response."""
+    pkts = packets("aiokafka.pcap")
+    _, base = decode(pkts)
+    firsts = {}
+    for ex in base:
+        if ex.request is not None:
+            firsts.setdefault(ex.stream, ex)
+    edited = pkts
+    for ex in firsts.values():
+        i, at = message_at(edited, ex.request.raw, ex.request.frame_first)
+        edited = patch(edited, i, at + 4, struct.pack(">h", key))
+    eng, out = decode(_without_handshake(edited))
+    assert len(out) == len(base)
+    for stream, ex in firsts.items():
+        got = next(e for e in out if e.stream == stream and
+                   e.correlation_id == ex.correlation_id)
+        assert got.api_key == key and got.status == PAIRED
+        assert any(f"unknown API key {key}" in p for p in got.request.problems)
+    assert eng.summary.skipped_bytes == 0
+
+
+@pytest.mark.parametrize("with_response", [False, True])
+def test_lone_unknown_api_key_request_on_a_kafka_port_is_exported(with_response: bool) -> None:
+    """A connection without handshake that holds only a request of an unknown key
+    (a real ApiVersions request with its key changed), and maybe its real response."""
+    _, base = decode(packets("aiokafka.pcap"))
+    first = base[0]
+    raw = struct.pack(">h", 10001) + first.request.raw[2:]
+    sim = Sim(client=("127.0.0.1", 40001), server=("127.0.0.1", AIOKAFKA_PORT),
+              handshake=False)
+    sim.c(struct.pack(">i", len(raw)) + raw)
+    if with_response:
+        sim.s(struct.pack(">i", len(first.response.raw)) + first.response.raw)
+    eng, out = decode(merge(sim), ports=(AIOKAFKA_PORT,))
+    assert [(e.api_key, e.correlation_id) for e in out] == [(10001, first.correlation_id)]
+    assert out[0].status == (PAIRED if with_response else UNANSWERED)
+    assert eng.summary.not_kafka_connections == 0 and eng.summary.skipped_bytes == 0
+
+
 @pytest.mark.parametrize("name, expect", [
     (struct.pack(">h", -1), "null in a non-nullable field"),
     (struct.pack(">h", -2), "negative length -2"),
@@ -124,6 +177,28 @@ def test_one_packet_connection_with_trailing_bytes_is_an_unanswered_exchange() -
     assert ex.status == UNANSWERED and ex.api_key == first.api_key
     assert ex.correlation_id == first.correlation_id
     assert any("3 bytes left over" in p for p in ex.request.problems)
+
+
+@pytest.mark.parametrize("after", [b"abcd", b"\x00\x00\x00\x10abc"])
+def test_one_packet_connection_with_trailing_bytes_inside_and_after_the_frame(
+        after: bytes) -> None:
+    """As above, and bytes after the frame too (too few for a message, or the start of
+    one): the request is still an exchange with its problem, the bytes after it are
+    counted and said."""
+    pkts = packets("aiokafka.pcap")
+    _, base = decode(pkts)
+    first = base[0]
+    raw = first.request.raw + b"xyz"
+    sim = Sim(client=("127.0.0.1", 40001), server=("127.0.0.1", AIOKAFKA_PORT),
+              handshake=False)
+    sim.c(struct.pack(">i", len(raw)) + raw + after)
+    eng, out = decode(merge(sim), ports=(AIOKAFKA_PORT,))
+    assert [(e.api_key, e.correlation_id, e.status) for e in out] == \
+        [(first.api_key, first.correlation_id, UNANSWERED)]
+    assert any("3 bytes left over" in p for p in out[0].request.problems)
+    s = eng.summary
+    assert s.frame_bytes == 4 + len(raw)
+    assert s.skipped_bytes + s.gap_bytes == len(after) and s.problems
 
 
 # -- connections not recognised as Kafka ---------------------------------------------------
@@ -234,6 +309,58 @@ def test_undecided_connection_is_judged_as_on_a_kafka_port_once_learned() -> Non
     assert [(ex.stream, ex.status) for ex in out if ex.stream == 0] == [(0, UNANSWERED)]
 
 
+def _first_connection_unknown_keys(key: int = 500) -> tuple[list[tuple], list]:
+    """aiokafka.pcap with every request of its first connection given an unknown API
+    key: that connection (closed before the second one proves the broker) is judged
+    not Kafka when it closes."""
+    pkts = packets("aiokafka.pcap")
+    _, base = decode(pkts)
+    mine = [e for e in base if e.stream == 0 and e.request is not None]
+    for ex in mine:
+        i, at = message_at(pkts, ex.request.raw, ex.request.frame_first)
+        pkts = patch(pkts, i, at + 4, struct.pack(">h", key))
+    return pkts, mine
+
+
+def test_connection_closed_before_learning_is_decoded_again() -> None:
+    from test_byte_accounting import tcp_payload_bytes
+    pkts, mine = _first_connection_unknown_keys()
+    assert len(mine) == 2
+    eng, out = decode(pkts)
+    s = eng.summary
+    got = [(e.api_key, e.correlation_id, e.status) for e in out if e.stream == 0]
+    assert got == [(500, e.correlation_id, PAIRED) for e in mine]
+    assert s.not_kafka_connections == 0 and s.late_kafka_connections == 1
+    assert any("connection 0 (closed)" in p and "decoded again" in p for p in s.problems)
+    assert s.frame_bytes + s.skipped_bytes + s.gap_bytes + s.not_kafka_bytes == \
+        tcp_payload_bytes(pkts)
+    assert s.not_kafka_bytes == 0
+
+
+def test_kept_starts_of_connections_judged_not_kafka_are_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only START_KEEP bytes per direction are kept (the rest is counted as not Kafka
+    and said); beyond MAX_START_BYTES the oldest starts are dropped (not decoded)."""
+    from test_byte_accounting import tcp_payload_bytes
+    import kwsniff.engine as engine_mod
+    pkts, mine = _first_connection_unknown_keys()
+    first = len(mine[0].request.raw) + 4
+    monkeypatch.setattr(engine_mod, "START_KEEP", first)
+    eng, out = decode(pkts)
+    s = eng.summary
+    got = [(e.api_key, e.correlation_id) for e in out if e.stream == 0]
+    assert got == [(500, mine[0].correlation_id)]
+    assert any("connection 0 (closed)" in p and "bytes after it were not kept" in p
+               for p in s.problems)
+    assert s.not_kafka_bytes > 0
+    assert s.frame_bytes + s.skipped_bytes + s.gap_bytes + s.not_kafka_bytes == \
+        tcp_payload_bytes(pkts)
+    monkeypatch.setattr(engine_mod, "MAX_START_BYTES", first - 1)
+    eng, out = decode(pkts)
+    assert [e for e in out if e.stream == 0] == []
+    assert eng.summary.not_kafka_connections == 1
+
+
 def test_parked_connections_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the newest MAX_PARKED connections judged not Kafka can still be decoded."""
     import kwsniff.engine as engine_mod
@@ -295,6 +422,37 @@ def test_requests_after_a_wrong_request_length_are_recovered(capture: str, wrong
     assert kept >= (total if wrong == "zero" else total // 2)
 
 
+# -- a gap in the client's direction ---------------------------------------------------
+
+@pytest.mark.parametrize("capture", ["rdkafka-consumer-group.pcap", "aiokafka.pcap",
+                                     "tansu-admin.pcap", "rdkafka-idempotent-txn.pcap"])
+def test_pairs_before_a_client_side_gap_stay_paired(capture: str) -> None:
+    """Client packets dropped (one, or three in a row) at points spread over a real
+    capture: every request that ended before the hole keeps its response, also when the
+    response comes after the hole (the issue's "unanswered + orphan response" could not
+    be reproduced; this guards it)."""
+    pkts = packets(capture)
+    _, base = decode(pkts)
+    req_frames = sorted({f for e in base if e.request is not None
+                         for f in range(e.request.frame_first, e.request.frame_last + 1)})
+    checked = across = 0
+    for i in range(0, len(req_frames), max(1, len(req_frames) // 8)):
+        for width in (1, 3):
+            drop = set(req_frames[i:i + width])
+            _, out = decode([p for p in pkts if p[0] not in drop])
+            got = {(tuple(e.client), e.correlation_id): e.status for e in out}
+            for e in base:
+                if e.status != PAIRED or e.correlation_id is None or \
+                        e.request.frame_last >= min(drop) or \
+                        drop & set(range(e.response.frame_first, e.response.frame_last + 1)):
+                    continue
+                checked += 1
+                across += e.response.frame_first > min(drop)
+                assert got.get((tuple(e.client), e.correlation_id)) == PAIRED, \
+                    (sorted(drop), e.stream, e.correlation_id)
+    assert checked > 0 and across > 0
+
+
 # -- RST / FIN in the middle of a connection ---------------------------------------------
 
 def _with_flag(pkts: list[tuple], index: int, flag: int) -> list[tuple]:
@@ -324,6 +482,26 @@ def test_exchanges_after_a_rst_or_fin_in_the_middle_are_kept(capture: str, flag:
         if n:      # the TCP layer says what it did
             assert any("decoding continues" in p for p in eng.summary.tcp.problems)
     assert total > 0 and kept == total
+
+
+@pytest.mark.parametrize("flag", [0x04, 0x05], ids=["RST", "RST+FIN"])
+def test_a_reopened_connection_keeps_the_summary_of_each_part(flag: int) -> None:
+    """RST (or RST+FIN) on a data segment in the middle of a real connection: the bytes after
+    it reopen the connection; connection_summaries() has a summary for each part, and
+    their requests add up to the connection's."""
+    pkts = packets("rdkafka-consumer-group.pcap")
+    eng0, base = decode(pkts)
+    counts = {cs.stream: sum(cs.requests.values()) for cs in eng0.connection_summaries()}
+    stream = max(counts, key=counts.get)
+    mine = [e for e in base if e.stream == stream and e.status == PAIRED]
+    victim = mine[len(mine) // 2]
+    eng, _ = decode(_with_flag(pkts, victim.request.frame_last - 1, flag))
+    assert eng.summary.reopened_connections == 1
+    parts = [cs for cs in eng.connection_summaries() if cs.stream == stream]
+    assert len(parts) == 2 and parts[0].last_ts < parts[1].last_ts
+    assert all(cs.protocol == "kafka" and cs.requests for cs in parts)
+    assert sum(sum(cs.requests.values()) for cs in parts) == counts[stream]
+    assert len(eng.connection_summaries()) == len(eng0.connection_summaries()) + 1
 
 
 def _slipped(pkts: list[tuple], index: int, delta: int) -> list[tuple]:
