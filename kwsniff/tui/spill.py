@@ -1,0 +1,197 @@
+"""The TUI's spill: every decoded exchange on disk, compact, rebuilt on demand.
+
+Contract:
+
+* :class:`SpillWriter` (decoder side) appends exchanges to one file per store segment.
+  :meth:`SpillWriter.add` returns ``(block, item)``: the file offset of the block the
+  exchange goes into and its position there (what a store row keeps). Blocks are
+  written whole by :meth:`SpillWriter.flush` (or when full); a reader must not look at
+  a row before the flush that follows its ``add``.
+* A block on disk is a 4-byte big-endian length and then an LZ4 block (with its size)
+  of the pickled list of *lean records* of up to :data:`BLOCK_ITEMS` exchanges. A lean
+  record holds every field of the exchange and its messages, except the decoded body of
+  a message that :func:`rebuild` can decode again exactly from its raw bytes: a body of
+  :data:`~kwsniff.kafka.decoding.DEFERRABLE_APIS` in a version without topic ids (the
+  engine's own notion of "decodable later exactly as now"), of the ``kafka`` protocol,
+  not inferred and not cut by a capture gap (plugins: the UI process runs in the same
+  plugin session as the decoder process, so it decodes the same way). The other bodies
+  are kept as decoded.
+* :func:`read_block` reads the lean records of a block; :func:`rebuild` turns a lean
+  record into an :class:`~kwsniff.kafka.model.Exchange` equal to the one spilled (the
+  same tree, facts and output; ``tests/tui/test_tui_spill.py`` compares them on every
+  committed capture): a stripped body is decoded from the raw frame and annotated as the
+  conversation layer annotates it, keeping the message's recorded problems as they were.
+* Nothing here raises on damaged input: a record that cannot be pickled is spilled as
+  None, a block that cannot be read reads as None (the exchange is then unavailable).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+from operator import attrgetter
+from typing import Any
+
+import lz4.block
+
+from kwsniff.kafka.decoding import (
+    DEFERRABLE_APIS,
+    annotate,
+    decode_request,
+    decode_response,
+    deferrable,
+    new_annotate_context,
+)
+from kwsniff.kafka.model import _MESSAGE_FIELDS, REQUEST, Exchange, KafkaMessage
+
+BLOCK_ITEMS = 64
+BLOCK_BYTES = 256 * 1024            # raw frame bytes that close a block early
+_LENGTH = struct.Struct(">I")
+_STATE = attrgetter(*_MESSAGE_FIELDS)
+_BODY = _MESSAGE_FIELDS.index("body")
+_PROBLEMS = _MESSAGE_FIELDS.index("problems")
+
+
+def _strippable(msg: KafkaMessage) -> bool:
+    key, version = msg.api_key, msg.api_version
+    return (msg.body is not None and key in DEFERRABLE_APIS and version is not None
+            and msg.inferred is None and not msg.missing and msg.deferred is None
+            and deferrable(key, msg.kind, version))
+
+
+def _lean_message(msg: KafkaMessage | None, strip: bool) -> Any:
+    if msg is None:
+        return None
+    state = list(_STATE(msg))
+    state[_PROBLEMS] = list(msg.problems)   # as now (the flush comes later)
+    stripped = strip and _strippable(msg)
+    if stripped:
+        state[_BODY] = None
+    return (state, stripped)
+
+
+def lean(ex: Exchange, strip: bool = True) -> tuple[Any, ...]:
+    """The lean record of ``ex`` (see the module contract)."""
+    strip = strip and ex.protocol == "kafka"
+    return (ex.index, ex.stream, ex.client, ex.broker, ex.status, ex.protocol, list(ex.problems),
+            ex.tls, _lean_message(ex.request, strip), _lean_message(ex.response, strip))
+
+
+def _message(record: Any) -> tuple[KafkaMessage | None, bool]:
+    if record is None:
+        return None, False
+    state, stripped = record
+    return KafkaMessage(*state), stripped
+
+
+def _redecode(msg: KafkaMessage, request: KafkaMessage | None, stream: int) -> None:
+    """Put the body back: decoded from ``raw`` and annotated as the conversation layer
+    does; the recorded problems (the body's among them) stay as they were."""
+    if msg.kind == REQUEST:
+        fresh = decode_request(msg.raw)
+    else:
+        fresh = decode_response(msg.raw, msg.api_key, msg.api_version)  # type: ignore[arg-type]
+    problems = msg.problems
+    msg.body = fresh.body
+    msg.problems = []
+    annotate(msg, request, new_annotate_context(), stream)
+    msg.problems = problems
+
+
+def rebuild(record: Any) -> Exchange | None:
+    """The exchange of a lean record (None for a record that could not be spilled)."""
+    if record is None:
+        return None
+    index, stream, client, broker, status, protocol, problems, tls, req_rec, resp_rec = record
+    req, req_stripped = _message(req_rec)
+    resp, resp_stripped = _message(resp_rec)
+    if req is not None and req_stripped:
+        _redecode(req, None, stream)
+    if resp is not None and resp_stripped:
+        _redecode(resp, req, stream)
+    return Exchange(index, stream, client, broker, status, req, resp, protocol, problems, tls)
+
+
+class SpillWriter:
+    """See the module contract. ``strip``: False keeps every body (plugins loaded)."""
+
+    def __init__(self, strip: bool = True) -> None:
+        self.strip = strip
+        self.bytes = 0              # written to every file so far
+        self._fd = -1
+        self._size = 0              # of the current file, blocks written
+        self._items: list[Any] = []
+        self._raw = 0
+
+    def open(self, path: str) -> None:
+        """Start the next segment's file (the previous one is flushed and closed)."""
+        self.close()
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._size = 0
+
+    def add(self, ex: Exchange) -> tuple[int, int]:
+        """Queue ``ex``; returns ``(block offset, item)``."""
+        try:
+            record: Any = lean(ex, self.strip)
+        except Exception:  # noqa: BLE001 - an odd exchange must not stop decoding
+            record = None
+        item = len(self._items)
+        self._items.append(record)
+        for msg in (ex.request, ex.response):
+            if msg is not None:
+                self._raw += len(msg.raw)
+        offset = self._size
+        if item + 1 >= BLOCK_ITEMS or self._raw >= BLOCK_BYTES:
+            self.flush()
+        return offset, item
+
+    def flush(self) -> None:
+        """Write the pending block."""
+        items = self._items
+        if not items:
+            return
+        self._items = []
+        self._raw = 0
+        try:
+            data = pickle.dumps(items, pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - keep the others of the block
+            data = pickle.dumps([_picklable(r) for r in items], pickle.HIGHEST_PROTOCOL)
+        packed = lz4.block.compress(data)
+        block = _LENGTH.pack(len(packed)) + packed
+        if self._fd >= 0:
+            view = memoryview(block)
+            while view:
+                view = view[os.write(self._fd, view):]
+        self._size += len(block)
+        self.bytes += len(block)
+
+    def close(self) -> None:
+        self.flush()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _picklable(record: Any) -> Any:
+    try:
+        pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001
+        return None
+    return record
+
+
+def read_block(fd: int, offset: int) -> list[Any] | None:
+    """The lean records of the block at ``offset`` of a spill file, or None."""
+    try:
+        head = os.pread(fd, 4, offset)
+        if len(head) != 4:
+            return None
+        size = _LENGTH.unpack(head)[0]
+        data = os.pread(fd, size, offset + 4)
+        if len(data) != size:
+            return None
+        records = pickle.loads(lz4.block.decompress(data))
+    except Exception:  # noqa: BLE001 - a damaged spill reads as "not available"
+        return None
+    return records if isinstance(records, list) else None
