@@ -7,8 +7,10 @@ Contract:
   is a few typed array slots (time, latency, stream, API key/version, correlation id,
   status, protocol, sizes, record count, problem count, exchange index, spill
   block and item), an interned client id, an interned client/broker address pair, an
-  interned *facts tuple* (topics, error codes, partitions, groups), and the one-line
-  digest as UTF-8 in a per-segment blob: about 90 bytes plus the digest per exchange,
+  interned *facts tuple* (topics, error codes, partitions, groups, topic ids, members,
+  transactional ids, producer ids, TLS, Produce acks), the capture frames where the
+  request and the response start and end, and the one-line
+  digest as UTF-8 in a per-segment blob: about 120 bytes plus the digest per exchange,
   never the decoded bodies.
 * Rows arrive as the tuples of :class:`~kwsniff.tui.rowbuild.RowBuilder` (decoded in
   another process) through :meth:`append`; :meth:`publish` makes them visible to
@@ -58,9 +60,10 @@ NAN = float("nan")
 STATUSES = (PAIRED, NO_RESPONSE_EXPECTED, UNANSWERED, ORPHAN_RESPONSE)
 STATUS_CODE = {s: i for i, s in enumerate(STATUSES)}
 
-#: index of each part of a facts tuple
-F_TOPICS, F_ERRORS, F_PARTITIONS, F_GROUPS = range(4)
-EMPTY_FACTS: tuple[tuple[Any, ...], ...] = ((), (), (), ())
+#: index of each part of a facts tuple (F_TLS: ``(version name, suite name, sni)`` or None)
+(F_TOPICS, F_ERRORS, F_PARTITIONS, F_GROUPS, F_TOPIC_IDS, F_MEMBERS, F_TXNS, F_PRODUCERS,
+ F_TLS, F_ACKS) = range(10)
+EMPTY_FACTS: tuple[Any, ...] = ((), (), (), (), (), (), (), (), None, None)
 NO_ROUTE = (("", 0), ("", 0))
 
 
@@ -117,6 +120,7 @@ class Segment:
     __slots__ = ("number", "first", "ts", "latency", "stream", "api_key", "api_version",
                  "corr", "status", "protocol", "client_id", "route", "facts", "req_bytes",
                  "resp_bytes", "records", "problems", "index", "spill_block", "spill_item",
+                 "frames",
                  "digest_end", "digests", "spill_fd")
 
     def __init__(self, number: int, spill_fd: int) -> None:
@@ -140,6 +144,8 @@ class Segment:
         self.index = array("q")
         self.spill_block = array("q")
         self.spill_item = array("H")
+        # request first/last, response first/last frame of each row (-1: no message)
+        self.frames = array("q")
         self.digest_end = array("i")
         self.digests = bytearray()
         self.spill_fd = spill_fd
@@ -157,7 +163,7 @@ class Segment:
         cols = (self.ts, self.latency, self.stream, self.api_key, self.api_version,
                 self.corr, self.status, self.protocol, self.client_id, self.route, self.facts,
                 self.req_bytes, self.resp_bytes, self.records, self.problems, self.index,
-                self.spill_block, self.spill_item, self.digest_end)
+                self.spill_block, self.spill_item, self.frames, self.digest_end)
         return sum(len(c) * c.itemsize for c in cols) + len(self.digests)
 
 
@@ -219,7 +225,7 @@ class ExchangeStore:
         The row is not visible to readers before :meth:`publish`."""
         (index, ts, end_ts, latency, stream, api_key, api_version, corr, status, protocol,
          client_id, client, broker, facts, req_bytes, resp_bytes, records, problems,
-         text, spill_block, spill_item) = row
+         text, spill_block, spill_item, req_frames, resp_frames) = row
         rid = self._next
         seg = self._segment(rid // SEGMENT_ROWS)
         if self.first_ts is None:
@@ -248,6 +254,8 @@ class ExchangeStore:
         seg.index.append(index)
         seg.spill_block.append(spill_block)
         seg.spill_item.append(spill_item)
+        seg.frames.extend(req_frames)
+        seg.frames.extend(resp_frames)
         seg.digests += text.encode("utf-8", "replace")
         seg.digests.append(0)        # a separator no search text contains
         seg.digest_end.append(len(seg.digests))
@@ -420,7 +428,7 @@ class ExchangeStore:
         """Approximate bytes used: columns and digests, interned tables, connections; and
         the spill bytes on disk."""
         cols = sum(seg.memory() for seg in list(self.segments.values()))
-        facts = sum(sum(len(p) for p in t) * 8 + 120 for t in self.facts_table.values)
+        facts = sum(sum(len(p) for p in t if p) * 8 + 120 for t in self.facts_table.values)
         # measured with tracemalloc: a route ~220 bytes, a connection row ~250 bytes
         return {"rows": self.count - self.first_row, "columns": cols,
                 "interned": facts + 80 * len(self.client_ids) + 220 * len(self.routes),
