@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from tui_common import ALL_PCAPS
 
 from kwsniff.capture import open_capture
 from kwsniff.engine import Engine
@@ -17,8 +18,6 @@ from kwsniff.output.jsonl import ExportEncoder, dumps
 from kwsniff.output.tree import build_tree, render_tree
 from kwsniff.tui import spill
 from kwsniff.tui.spill import SpillWriter, lean, read_block, rebuild
-
-from tui_common import ALL_PCAPS
 
 
 def _record_tags(value: object, out: list[tuple[object, object]]) -> list[tuple[object, object]]:
