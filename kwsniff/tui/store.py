@@ -428,7 +428,8 @@ class ExchangeStore:
         """Approximate bytes used: columns and digests, interned tables, connections; and
         the spill bytes on disk."""
         cols = sum(seg.memory() for seg in list(self.segments.values()))
-        facts = sum(sum(len(p) for p in t if p) * 8 + 120 for t in self.facts_table.values)
+        facts = sum(sum(len(p) for p in t if isinstance(p, tuple)) * 8 + 120
+                    for t in self.facts_table.values)
         # measured with tracemalloc: a route ~220 bytes, a connection row ~250 bytes
         return {"rows": self.count - self.first_row, "columns": cols,
                 "interned": facts + 80 * len(self.client_ids) + 220 * len(self.routes),

@@ -193,3 +193,14 @@ def test_missing_spill_reads_as_unavailable(tmp_path: Path) -> None:
     assert store.exchange(0) is None            # no spill file, no pickle: no crash
     assert store.digest_text(0) == "digest 0"
     assert store.memory()["rows"] == 1
+
+
+def test_memory_estimate_of_a_loaded_capture(sample_loader: Loader) -> None:
+    store = sample_loader.store
+    memory = store.memory()
+    assert memory["rows"] == store.count
+    assert memory["columns"] > 100 * store.count
+    assert memory["interned"] > 0
+    frames = sum(len(m.raw) for ex, _ in reference(SAMPLE)
+                 for m in (ex.request, ex.response) if m is not None)
+    assert 0 < memory["spill_disk"] < frames
