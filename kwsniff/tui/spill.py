@@ -11,11 +11,14 @@ Contract:
   of the pickled list of *lean records* of up to :data:`BLOCK_ITEMS` exchanges. A lean
   record holds every field of the exchange and its messages, except the decoded body of
   a message that :func:`rebuild` can decode again exactly from its raw bytes: a body of
-  :data:`~kwsniff.kafka.decoding.DEFERRABLE_APIS` in a version without topic ids (the
-  engine's own notion of "decodable later exactly as now"), of the ``kafka`` protocol,
-  not inferred and not cut by a capture gap (plugins: the UI process runs in the same
-  plugin session as the decoder process, so it decodes the same way). The other bodies
-  are kept as decoded.
+  :data:`~kwsniff.kafka.decoding.DEFERRABLE_APIS` (APIs whose bodies the conversation
+  layer only annotates), of the ``kafka`` protocol, not inferred and not cut by a
+  capture gap (plugins: the UI process runs in the same plugin session as the decoder
+  process, so it decodes the same way). In a version without topic ids the annotation
+  needs nothing of the run (the engine's own notion of "decodable later exactly as
+  now"); in a version with topic ids the record also keeps what the annotation took
+  from the run: the topic names added next to topic ids, and the topic/partition tags
+  of the record sets. The other bodies are kept as decoded.
 * :func:`read_block` reads the lean records of a block; :func:`rebuild` turns a lean
   record into an :class:`~kwsniff.kafka.model.Exchange` equal to the one spilled (the
   same tree, facts and output; ``tests/tui/test_tui_spill.py`` compares them on every
@@ -44,6 +47,8 @@ from kwsniff.kafka.decoding import (
     new_annotate_context,
 )
 from kwsniff.kafka.model import _MESSAGE_FIELDS, REQUEST, Exchange, KafkaMessage
+from kwsniff.kafka.records import Records
+from kwsniff.kafka.topic_ids import TOPIC_NAME, Plan, TopicIds, has_topic_ids, id_plan
 
 BLOCK_ITEMS = 64
 BLOCK_BYTES = 256 * 1024            # raw frame bytes that close a block early
@@ -54,10 +59,48 @@ _PROBLEMS = _MESSAGE_FIELDS.index("problems")
 
 
 def _strippable(msg: KafkaMessage) -> bool:
-    key, version = msg.api_key, msg.api_version
-    return (msg.body is not None and key in DEFERRABLE_APIS and version is not None
-            and msg.inferred is None and not msg.missing and msg.deferred is None
-            and deferrable(key, msg.kind, version))
+    return (msg.body is not None and msg.api_key in DEFERRABLE_APIS
+            and msg.api_version is not None and msg.inferred is None and not msg.missing
+            and msg.deferred is None)
+
+
+def _names(node: dict[str, Any], plan: Plan, out: dict[Any, Any]) -> dict[Any, Any]:
+    """The topic names the run's topic-id table added to ``node`` (along ``plan``)."""
+    has_id, subs = plan
+    if has_id and TOPIC_NAME in node:
+        out[node.get("TopicId")] = node[TOPIC_NAME]
+    for name, sub in subs:
+        v = node.get(name)
+        for item in (v if isinstance(v, list) else (v,)):
+            if isinstance(item, dict):
+                _names(item, sub, out)
+    return out
+
+
+def _record_sets(value: Any, out: list[Records]) -> list[Records]:
+    """The record sets of a body, in order."""
+    if isinstance(value, Records):
+        out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            if isinstance(v, (dict, list, Records)):
+                _record_sets(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            if isinstance(v, (dict, list, Records)):
+                _record_sets(v, out)
+    return out
+
+
+def _run_state(msg: KafkaMessage) -> tuple[Any, Any] | None:
+    """What annotating a body with topic ids took from the run (None without ids)."""
+    key, kind, version = msg.api_key, msg.kind, msg.api_version
+    if deferrable(key, kind, version) or not has_topic_ids(key, kind, version):  # type: ignore[arg-type]
+        return None
+    plan = id_plan(key, kind, version)  # type: ignore[arg-type]
+    names = _names(msg.body, plan, {}) if plan is not None else {}  # type: ignore[arg-type]
+    tags = [(r.topic, r.partition) for r in _record_sets(msg.body, [])]
+    return names, tags
 
 
 def _lean_message(msg: KafkaMessage | None, strip: bool) -> Any:
@@ -65,10 +108,10 @@ def _lean_message(msg: KafkaMessage | None, strip: bool) -> Any:
         return None
     state = list(_STATE(msg))
     state[_PROBLEMS] = list(msg.problems)   # as now (the flush comes later)
-    stripped = strip and _strippable(msg)
-    if stripped:
+    if strip and _strippable(msg):
         state[_BODY] = None
-    return (state, stripped)
+        return (state, True, _run_state(msg))
+    return (state, False, None)
 
 
 def lean(ex: Exchange, strip: bool = True) -> tuple[Any, ...]:
@@ -78,16 +121,17 @@ def lean(ex: Exchange, strip: bool = True) -> tuple[Any, ...]:
             ex.tls, _lean_message(ex.request, strip), _lean_message(ex.response, strip))
 
 
-def _message(record: Any) -> tuple[KafkaMessage | None, bool]:
+def _message(record: Any) -> tuple[KafkaMessage | None, bool, Any]:
     if record is None:
-        return None, False
-    state, stripped = record
-    return KafkaMessage(*state), stripped
+        return None, False, None
+    state, stripped, run = record
+    return KafkaMessage(*state), stripped, run
 
 
-def _redecode(msg: KafkaMessage, request: KafkaMessage | None, stream: int) -> None:
+def _redecode(msg: KafkaMessage, request: KafkaMessage | None, stream: int, run: Any) -> None:
     """Put the body back: decoded from ``raw`` and annotated as the conversation layer
-    does; the recorded problems (the body's among them) stay as they were."""
+    does (with what it took from the run, ``run``); the recorded problems (the body's
+    among them) stay as they were."""
     if msg.kind == REQUEST:
         fresh = decode_request(msg.raw)
     else:
@@ -95,7 +139,17 @@ def _redecode(msg: KafkaMessage, request: KafkaMessage | None, stream: int) -> N
     problems = msg.problems
     msg.body = fresh.body
     msg.problems = []
-    annotate(msg, request, new_annotate_context(), stream)
+    if run is None:
+        annotate(msg, request, new_annotate_context(), stream)
+    else:
+        names, tags = run
+        if names:
+            table = TopicIds()
+            table.names.update(names)
+            table.annotate(msg.api_key, msg.body, msg.kind, msg.api_version)
+        for records, (topic, partition) in zip(_record_sets(msg.body, []), tags):
+            records.topic = topic
+            records.partition = partition
     msg.problems = problems
 
 
@@ -104,12 +158,12 @@ def rebuild(record: Any) -> Exchange | None:
     if record is None:
         return None
     index, stream, client, broker, status, protocol, problems, tls, req_rec, resp_rec = record
-    req, req_stripped = _message(req_rec)
-    resp, resp_stripped = _message(resp_rec)
+    req, req_stripped, req_run = _message(req_rec)
+    resp, resp_stripped, resp_run = _message(resp_rec)
     if req is not None and req_stripped:
-        _redecode(req, None, stream)
+        _redecode(req, None, stream, req_run)
     if resp is not None and resp_stripped:
-        _redecode(resp, req, stream)
+        _redecode(resp, req, stream, resp_run)
     return Exchange(index, stream, client, broker, status, req, resp, protocol, problems, tls)
 
 

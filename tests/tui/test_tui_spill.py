@@ -20,26 +20,24 @@ from kwsniff.tui import spill
 from kwsniff.tui.spill import SpillWriter, lean, read_block, rebuild
 
 
-def _record_tags(value: object, out: list[tuple[object, object]]) -> list[tuple[object, object]]:
-    """(topic, partition) of every record set in a body, in order (plugins read them)."""
+def _shape(value: object) -> object:
+    """A body as comparable plain data (keys in order; record sets by bytes and tags)."""
     if isinstance(value, Records):
-        out.append((value.topic, value.partition))
-    elif isinstance(value, dict):
-        for v in value.values():
-            _record_tags(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _record_tags(v, out)
-    return out
+        return ("Records", value.data, value.topic, value.partition)
+    if isinstance(value, dict):
+        return [(k, _shape(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return value
 
 
 def _views(ex: Exchange, names: TopicNames) -> tuple[object, ...]:
     """What the TUI shows of an exchange: the -V tree (with spans) and the export line;
-    and the record sets' topic/partition tags."""
+    and the bodies themselves, record-set tags included."""
     tree = list(render_tree(build_tree(ex, spans=True), offsets=True))
     obj = ExportEncoder("x", records=True, names=names).exchange_object(ex)
-    tags = [_record_tags(m.body, []) for m in (ex.request, ex.response) if m is not None]
-    return tree, dumps(obj), tags
+    bodies = [_shape(m.body) for m in (ex.request, ex.response) if m is not None]
+    return tree, dumps(obj), bodies
 
 
 @pytest.mark.parametrize("path", ALL_PCAPS, ids=lambda p: p.stem)
