@@ -282,6 +282,13 @@ def may_have(store: ExchangeStore, row: int, fields: set[str]) -> bool:
 _SASL_FIELDS = frozenset({"sasl_mechanism", "sasl_user", "sasl_error"})
 
 
+def is_screened(expression: str) -> bool:
+    """True when the expression is not fast but every field it names is fast or
+    screened: only the rows that may have a screened field are re-decoded."""
+    named = fields_named(expression)
+    return not named <= FAST_FIELDS and named <= FAST_FIELDS | SCREENED_FIELDS
+
+
 def make_matcher(expression: str) -> tuple[DisplayFilter, Matcher, bool]:
     """``(compiled filter, match(store, row), fast)``; raises FilterError on mistakes."""
     flt = compile_filter(expression)
@@ -303,7 +310,7 @@ def make_matcher(expression: str) -> tuple[DisplayFilter, Matcher, bool]:
     if named <= FAST_FIELDS:
         return flt, fast, True
     screened = named - FAST_FIELDS
-    if screened <= SCREENED_FIELDS:
+    if is_screened(expression):
         def screened_match(store: ExchangeStore, row: int) -> bool:
             if may_have(store, row, screened):
                 return slow(store, row)
