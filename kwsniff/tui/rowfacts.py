@@ -8,9 +8,8 @@ Contract:
   compiled :class:`~kwsniff.output.filter.DisplayFilter` of ``-Y`` runs unchanged on it.
 * :data:`SCREENED_FIELDS` are fields whose value a row cannot hold but whose *absence*
   it can tell (the ``sasl_*`` fields only in SASL exchanges, ``problem`` only where the
-  row counts problems): :func:`may_have` says
-  which rows may have a value; for the others :class:`RowFacts` gives what the real
-  facts give there (no value).
+  row counts problems); for the rows that cannot have a value :class:`RowFacts` gives
+  what the real facts give there (no value).
 * :func:`make_matcher` returns ``match(store, row) -> bool`` for an expression: over
   :class:`RowFacts` when every field it names is fast; when every field is fast or
   screened, over :class:`RowFacts` for rows without a value of the screened fields and
@@ -176,7 +175,7 @@ class RowExchange:
         return self._message(2, False)
 
     def all_problems(self) -> list[str]:
-        """None here (rows with problems are read from the spill: see :func:`may_have`)."""
+        """None here (rows with problems are read from the spill: see :func:`make_matcher`)."""
         return []
 
 
@@ -265,20 +264,6 @@ def is_fast(expression: str) -> bool:
     return fields_named(expression) <= FAST_FIELDS
 
 
-def may_have(store: ExchangeStore, row: int, fields: set[str]) -> bool:
-    """False when the row has no value for any of the screened ``fields`` (see the
-    module contract); True when it may have one (or is not stored)."""
-    loc = store.locate(row)
-    if loc is None:
-        return True
-    seg, i = loc
-    if "problem" in fields and seg.problems[i]:
-        return True
-    key = seg.api_key[i]
-    return bool(fields & _SASL_FIELDS) and (
-        key in _SASL_APIS or store.protocols[seg.protocol[i]] == _SASL_PROTOCOL)
-
-
 _SASL_FIELDS = frozenset({"sasl_mechanism", "sasl_user", "sasl_error"})
 
 
@@ -311,8 +296,17 @@ def make_matcher(expression: str) -> tuple[DisplayFilter, Matcher, bool]:
         return flt, fast, True
     screened = named - FAST_FIELDS
     if is_screened(expression):
+        problem = "problem" in screened
+        sasl = bool(screened & _SASL_FIELDS)
+
         def screened_match(store: ExchangeStore, row: int) -> bool:
-            if may_have(store, row, screened):
+            loc = store.locate(row)
+            if loc is None:
+                return False
+            seg, i = loc
+            if (problem and seg.problems[i]) or (sasl and (
+                    seg.api_key[i] in _SASL_APIS
+                    or store.protocols[seg.protocol[i]] == _SASL_PROTOCOL)):
                 return slow(store, row)
             return fast(store, row)
         return flt, screened_match, False
