@@ -104,6 +104,7 @@ async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
                 await asyncio.sleep(0.001)
             keys.append(time.monotonic() - start)
         out["loaded_s"] = time.monotonic() - created
+        out["ui_cpu_loaded_s"] = round(time.process_time(), 1)   # UI CPU until loaded
         probing = False
         await task
         lags.sort()
