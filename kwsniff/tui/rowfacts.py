@@ -51,6 +51,7 @@ FAST_FIELDS = frozenset({
     "response_bytes", "tls", "tls.version", "tls.suite", "tls.sni", "frame", "acks",
 })
 SCREENED_FIELDS = frozenset({"sasl_mechanism", "sasl_user", "sasl_error", "problem"})
+_PRODUCE = 0
 _SASL_APIS = frozenset({17, 36})        # SaslHandshake, SaslAuthenticate
 _SASL_PROTOCOL = "kafka-sasl"
 
@@ -88,7 +89,7 @@ class RowExchange:
     the columns when asked (a filter reads few). Its messages hold only frames and
     Produce acks; the screened fields find no value in them (see the module contract)."""
 
-    __slots__ = ("_store", "_seg", "_i")
+    __slots__ = ("_store", "_seg", "_i", "_messages")
 
     def __init__(self, store: ExchangeStore, row: int) -> None:
         loc = store.locate(row)
@@ -96,6 +97,7 @@ class RowExchange:
             raise KeyError(row)
         self._store = store
         self._seg, self._i = loc
+        self._messages: tuple[_RowMessage | None, _RowMessage | None] | None = None
 
     @property
     def api_key(self) -> int | None:
@@ -154,25 +156,32 @@ class RowExchange:
         tls = self._store.facts_table[self._seg.facts[self._i]][F_TLS]
         return None if tls is None else _RowTls(*tls)
 
-    def _message(self, first: int, acks: bool) -> _RowMessage | None:
-        frames = self._seg.frames
-        start = frames[4 * self._i + first]
-        if start < 0:
-            return None
-        body = None
-        if acks:
-            value = self._store.facts_table[self._seg.facts[self._i]][F_ACKS]
-            if value is not None:
-                body = {"Acks": value}
-        return _RowMessage(self.api_key, start, frames[4 * self._i + first + 1], body)
+    def _both(self) -> tuple[_RowMessage | None, _RowMessage | None]:
+        messages = self._messages
+        if messages is None:
+            key = self.api_key
+            frames = self._seg.frames
+            at = 4 * self._i
+            req = resp = None
+            if frames[at] >= 0:
+                body = None
+                if key == _PRODUCE:
+                    acks = self._store.facts_table[self._seg.facts[self._i]][F_ACKS]
+                    if acks is not None:
+                        body = {"Acks": acks}
+                req = _RowMessage(key, frames[at], frames[at + 1], body)
+            if frames[at + 2] >= 0:
+                resp = _RowMessage(key, frames[at + 2], frames[at + 3], None)
+            messages = self._messages = (req, resp)
+        return messages
 
     @property
     def request(self) -> _RowMessage | None:
-        return self._message(0, True)
+        return self._both()[0]
 
     @property
     def response(self) -> _RowMessage | None:
-        return self._message(2, False)
+        return self._both()[1]
 
     def all_problems(self) -> list[str]:
         """None here (rows with problems are read from the spill: see :func:`make_matcher`)."""
