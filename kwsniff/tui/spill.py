@@ -8,7 +8,9 @@ Contract:
   written whole by :meth:`SpillWriter.flush` (or when full); a reader must not look at
   a row before the flush that follows its ``add``.
 * A block on disk is a 4-byte big-endian length and then an LZ4 block (with its size)
-  of the pickled list of *lean records* of up to :data:`BLOCK_ITEMS` exchanges. A lean
+  of the pickled list of the pickled *lean records* (each pickled on its own, when
+  added: every read back makes objects of its own) of up to :data:`BLOCK_ITEMS`
+  exchanges. A lean
   record holds every field of the exchange and its messages, except the decoded body of
   a message that :func:`rebuild` can decode again exactly from its raw bytes: a body of
   :data:`~kwsniff.kafka.decoding.DEFERRABLE_APIS` (APIs whose bodies the conversation
@@ -19,13 +21,14 @@ Contract:
   now"); in a version with topic ids the record also keeps what the annotation took
   from the run: the topic names added next to topic ids, and the topic/partition tags
   of the record sets. The other bodies are kept as decoded.
-* :func:`read_block` reads the lean records of a block; :func:`rebuild` turns a lean
-  record into an :class:`~kwsniff.kafka.model.Exchange` equal to the one spilled (the
+* :func:`read_block` reads the (pickled) lean records of a block; :func:`rebuild` turns
+  a lean record (pickled or not) into an :class:`~kwsniff.kafka.model.Exchange` equal to the one spilled (the
   same tree, facts and output; ``tests/tui/test_tui_spill.py`` compares them on every
   committed capture): a stripped body is decoded from the raw frame and annotated as the
   conversation layer annotates it, keeping the message's recorded problems as they were.
-* Nothing here raises on damaged input: a record that cannot be pickled is spilled as
-  None, a block that cannot be read reads as None (the exchange is then unavailable).
+* Nothing here raises on damaged input: a record that cannot be pickled is spilled
+  empty, a block or record that cannot be read reads as None (the exchange is then
+  unavailable).
 """
 
 from __future__ import annotations
@@ -154,7 +157,13 @@ def _redecode(msg: KafkaMessage, request: KafkaMessage | None, stream: int, run:
 
 
 def rebuild(record: Any) -> Exchange | None:
-    """The exchange of a lean record (None for a record that could not be spilled)."""
+    """The exchange of a lean record, pickled or not (None for a record that could not
+    be spilled or read)."""
+    if isinstance(record, bytes):
+        try:
+            record = pickle.loads(record) if record else None
+        except Exception:  # noqa: BLE001 - a damaged record reads as "not available"
+            return None
     if record is None:
         return None
     index, stream, client, broker, status, protocol, problems, tls, req_rec, resp_rec = record
@@ -187,9 +196,9 @@ class SpillWriter:
     def add(self, ex: Exchange) -> tuple[int, int]:
         """Queue ``ex``; returns ``(block offset, item)``."""
         try:
-            record: Any = lean(ex, self.strip)
+            record = pickle.dumps(lean(ex, self.strip), pickle.HIGHEST_PROTOCOL)
         except Exception:  # noqa: BLE001 - an odd exchange must not stop decoding
-            record = None
+            record = b""
         item = len(self._items)
         self._items.append(record)
         for msg in (ex.request, ex.response):
@@ -207,10 +216,7 @@ class SpillWriter:
             return
         self._items = []
         self._raw = 0
-        try:
-            data = pickle.dumps(items, pickle.HIGHEST_PROTOCOL)
-        except Exception:  # noqa: BLE001 - keep the others of the block
-            data = pickle.dumps([_picklable(r) for r in items], pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(items, pickle.HIGHEST_PROTOCOL)
         packed = lz4.block.compress(data)
         block = _LENGTH.pack(len(packed)) + packed
         if self._fd >= 0:
@@ -227,16 +233,8 @@ class SpillWriter:
             self._fd = -1
 
 
-def _picklable(record: Any) -> Any:
-    try:
-        pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001
-        return None
-    return record
-
-
-def read_block(fd: int, offset: int) -> list[Any] | None:
-    """The lean records of the block at ``offset`` of a spill file, or None."""
+def read_block(fd: int, offset: int) -> list[bytes] | None:
+    """The pickled lean records of the block at ``offset`` of a spill file, or None."""
     try:
         head = os.pread(fd, 4, offset)
         if len(head) != 4:

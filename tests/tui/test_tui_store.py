@@ -202,3 +202,19 @@ def test_memory_estimate_of_a_loaded_capture(sample_loader: Loader) -> None:
     assert memory["columns"] > 100 * store.count
     assert memory["interned"] > 0
     assert memory["spill_disk"] > 0
+
+
+def test_each_read_of_an_exchange_gets_its_own_objects(sample_loader: Loader) -> None:
+    """Exchanges read back share nothing (the store keeps the last block read, and the
+    UI and the view builder read from two threads)."""
+    store = sample_loader.store
+    for row in range(store.count):
+        first = store.exchange(row)
+        second = store.exchange(row)
+        assert first is not None and second is not None and first is not second
+        first.problems.append("changed")
+        assert "changed" not in second.problems
+        for a, b in ((first.request, second.request), (first.response, second.response)):
+            if a is not None and a.body is not None:
+                assert a.body is not b.body  # type: ignore[union-attr]
+                assert a.problems is not b.problems  # type: ignore[union-attr]
