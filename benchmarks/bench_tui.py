@@ -14,9 +14,11 @@ decoder process. Reported:
 * first rows: until the first exchanges are on screen; loaded: until the decoder is done;
 * responsiveness while loading: delay of a 10 ms timer on the UI's event loop
   (p50/p99/max), and the time to move the cursor one page (key to cursor moved);
-* after loading: a fast filter, a sort and rendering one page at the end of the list;
+* after loading: one filter of each kind of field (:data:`FILTERS`; wall and UI CPU
+  seconds, rows), a sort and rendering one page at the end of the list;
 * memory: UI process RSS (now and peak), the store's own estimate, the decoder process's
-  peak RSS, and the spill bytes on disk; CPU seconds of both processes.
+  peak RSS, and the spill bytes on disk; CPU seconds of both processes;
+* with ``--decode``: then the time of ``kwsniff decode -j 1`` on the same capture.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from kwsniff.tui.app import KwsniffApp  # noqa: E402
+
+
+#: one filter per kind of display-filter field (after loading)
+FILTERS = (
+    "api == Produce", "latency_ms > 50", 'topic contains "o"', "error", "member",
+    "producer_id > 0", "acks == -1", "frame > 1000000", "port == 39092", "tls",
+    "problem", 'sasl_mechanism == "PLAIN"', "records > 100 and partition in {0..2}",
+)
 
 
 def rss_mib() -> float:
@@ -94,6 +104,7 @@ async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
                 await asyncio.sleep(0.001)
             keys.append(time.monotonic() - start)
         out["loaded_s"] = time.monotonic() - created
+        out["ui_cpu_loaded_s"] = round(time.process_time(), 1)   # UI CPU until loaded
         probing = False
         await task
         lags.sort()
@@ -119,16 +130,25 @@ async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
         for y in range(table.size.height):
             table.render_line(y)
         out["render_page_ms"] = round((time.perf_counter() - start) * 1000, 2)
-        for name, action in (("filter_api_produce_s", lambda: app._apply_filter("api == Produce")),
-                             ("filter_slow_member_s", lambda: app._apply_filter("member")),
-                             ("sort_latency_s", lambda: (app._apply_filter(""),
-                                                         app._apply_sort("latency", False)))):
+        filters: dict[str, object] = {}
+        for expression in FILTERS:
             start = time.monotonic()
-            action()
+            cpu = time.process_time()
+            app._apply_filter(expression)
             while app.builder is not None and not app.builder.complete:
                 await asyncio.sleep(0.01)
-            out[name] = round(time.monotonic() - start, 2)
-            out[name[:-2] + "_rows"] = app.builder.rows.__len__() if app.builder else None
+            filters[expression] = {
+                "s": round(time.monotonic() - start, 2),
+                "cpu_s": round(time.process_time() - cpu, 2),
+                "rows": len(app.builder.rows) if app.builder else None}
+        out["filters"] = filters
+        out["filter_max_s"] = max(f["s"] for f in filters.values())  # type: ignore[index]
+        app._apply_filter("")
+        start = time.monotonic()
+        app._apply_sort("latency", False)
+        while app.builder is not None and not app.builder.complete:
+            await asyncio.sleep(0.01)
+        out["sort_latency_s"] = round(time.monotonic() - start, 2)
     out["ui_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     out["decoder_peak_rss_mib"] = round(children.ru_maxrss / 1024, 1)
@@ -142,6 +162,8 @@ def main() -> int:
     ap.add_argument("--exchanges", type=int, default=100_000)
     ap.add_argument("--capture", help="an existing capture instead of the generated one")
     ap.add_argument("--size", default="160x50", help="terminal size, WxH")
+    ap.add_argument("--decode", action="store_true",
+                    help="then time `kwsniff decode -j 1` on the same capture")
     args = ap.parse_args()
     capture = args.capture
     if capture is None:
@@ -153,11 +175,24 @@ def main() -> int:
         capture = str(path)
     w, h = (int(v) for v in args.size.split("x"))
     size_mib = os.path.getsize(capture) / 2**20
-    print(f"capture: {capture} ({size_mib:.0f} MiB)")
+    print(f"capture: {capture} ({size_mib:.0f} MiB, {os.path.getsize(capture)} bytes)")
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     result = asyncio.run(run(capture, (w, h)))
     for key, value in result.items():
         print(f"{key}: {value}")
+    if args.decode:
+        # the same capture through ``kwsniff decode -j 1`` (the reference), after the TUI
+        # run: its child-process counters must not include it
+        import subprocess
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.monotonic()
+        subprocess.run([sys.executable, "-m", "kwsniff", "decode", "-j", "1", capture],
+                       stdout=subprocess.DEVNULL, check=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        print(f"decode_j1_s: {time.monotonic() - start:.1f}")
+        print(f"decode_j1_cpu_s: {cpu:.1f}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

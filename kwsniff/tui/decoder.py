@@ -9,7 +9,7 @@ Contract:
 * Messages (tuples, first item the kind):
 
   * ``("rows", [row tuple, ...])`` — :class:`~kwsniff.tui.rowbuild.RowBuilder` rows, in
-    order; their pickles are in the spill files before the message is sent;
+    order; their exchanges are in the spill files before the message is sent;
   * ``("progress", packets, fraction | None, first_ts | None)`` — fraction of the file
     read (estimated; None for compressed input and live capture);
   * ``("names", [(topic_id, name), ...])`` — topic ids learned (for slow filters);

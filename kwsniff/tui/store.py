@@ -6,18 +6,22 @@ Contract:
   in arrival order: capture order for files, completion order for live capture). A row
   is a few typed array slots (time, latency, stream, API key/version, correlation id,
   status, protocol, sizes, record count, problem count, exchange index, spill
-  position), an interned client id, an interned client/broker address pair, an
-  interned *facts tuple* (topics, error codes, partitions, groups), and the one-line
-  digest as UTF-8 in a per-segment blob: about 90 bytes plus the digest per exchange,
+  block and item), an interned client id, an interned client/broker address pair, an
+  interned *facts tuple* (topics, error codes, partitions, groups, topic ids, members,
+  transactional ids, producer ids, TLS, Produce acks), the capture frames where the
+  request and the response start and end, and the one-line
+  digest as UTF-8 in a per-segment blob: about 120 bytes plus the digest per exchange,
   never the decoded bodies.
 * Rows arrive as the tuples of :class:`~kwsniff.tui.rowbuild.RowBuilder` (decoded in
   another process) through :meth:`append`; :meth:`publish` makes them visible to
   readers, which only look below :attr:`count` (one writer thread, any number of
   reader threads, no lock: array reads are atomic under the GIL).
-* The full :class:`~kwsniff.kafka.model.Exchange` lives pickled in the segment's spill
-  file (written by the decoder); :meth:`exchange` unpickles one on demand (detail tree,
-  hex view, slow filters, export). The store opens a spill file when the first row of
-  its segment arrives and unlinks it at once, so nothing is left on disk.
+* The full :class:`~kwsniff.kafka.model.Exchange` lives in the segment's spill file
+  (written by the decoder, :mod:`kwsniff.tui.spill`: compressed blocks of lean
+  records); :meth:`exchange` rebuilds one on demand (detail tree, hex view, slow
+  filters, export), keeping the last block read so that a scan in row order reads each
+  block once. The store opens a spill file when the first row of its segment arrives
+  and unlinks it at once, so nothing is left on disk.
 * Rows live in segments of :data:`SEGMENT_ROWS`; when more than ``max_rows`` rows are
   stored the oldest segments are dropped whole (live capture runs for hours with bounded
   memory and disk). Dropped row ids stay invalid: accessors return None or "".
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
 import sys
 from array import array
 from bisect import bisect_right
@@ -44,6 +47,7 @@ from kwsniff.kafka.model import (
     Exchange,
 )
 from kwsniff.output.facts import TopicNames
+from kwsniff.tui.spill import read_block, rebuild
 
 SEGMENT_ROWS = 1 << 16
 DEFAULT_MAX_ROWS = 10_000_000
@@ -56,15 +60,16 @@ NAN = float("nan")
 STATUSES = (PAIRED, NO_RESPONSE_EXPECTED, UNANSWERED, ORPHAN_RESPONSE)
 STATUS_CODE = {s: i for i, s in enumerate(STATUSES)}
 
-#: index of each part of a facts tuple
-F_TOPICS, F_ERRORS, F_PARTITIONS, F_GROUPS = range(4)
-EMPTY_FACTS: tuple[tuple[Any, ...], ...] = ((), (), (), ())
+#: index of each part of a facts tuple (F_TLS: ``(version name, suite name, sni)`` or None)
+(F_TOPICS, F_ERRORS, F_PARTITIONS, F_GROUPS, F_TOPIC_IDS, F_MEMBERS, F_TXNS, F_PRODUCERS,
+ F_TLS, F_ACKS) = range(10)
+EMPTY_FACTS: tuple[Any, ...] = ((), (), (), (), (), (), (), (), None, None)
 NO_ROUTE = (("", 0), ("", 0))
 
 
 def spill_path(directory: str, segment: int) -> str:
     """The spill file of a segment inside the session's spill directory."""
-    return os.path.join(directory, f"segment-{segment:06d}.pickles")
+    return os.path.join(directory, f"segment-{segment:06d}.spill")
 
 
 class Interner:
@@ -114,7 +119,8 @@ class Segment:
 
     __slots__ = ("number", "first", "ts", "latency", "stream", "api_key", "api_version",
                  "corr", "status", "protocol", "client_id", "route", "facts", "req_bytes",
-                 "resp_bytes", "records", "problems", "index", "spill_off", "spill_len",
+                 "resp_bytes", "records", "problems", "index", "spill_block", "spill_item",
+                 "frames",
                  "digest_end", "digests", "spill_fd")
 
     def __init__(self, number: int, spill_fd: int) -> None:
@@ -136,8 +142,10 @@ class Segment:
         self.records = array("i")
         self.problems = array("H")
         self.index = array("q")
-        self.spill_off = array("q")
-        self.spill_len = array("i")
+        self.spill_block = array("q")
+        self.spill_item = array("H")
+        # request first/last, response first/last frame of each row (-1: no message)
+        self.frames = array("q")
         self.digest_end = array("i")
         self.digests = bytearray()
         self.spill_fd = spill_fd
@@ -155,7 +163,7 @@ class Segment:
         cols = (self.ts, self.latency, self.stream, self.api_key, self.api_version,
                 self.corr, self.status, self.protocol, self.client_id, self.route, self.facts,
                 self.req_bytes, self.resp_bytes, self.records, self.problems, self.index,
-                self.spill_off, self.spill_len, self.digest_end)
+                self.spill_block, self.spill_item, self.frames, self.digest_end)
         return sum(len(c) * c.itemsize for c in cols) + len(self.digests)
 
 
@@ -191,7 +199,7 @@ class ExchangeStore:
         self.connections: dict[int, ConnectionRow] = {}
         self.connections_dropped = 0
         self.first_ts: float | None = None
-        self.spill_bytes = 0
+        self._block: tuple[int, int, list[Any]] | None = None   # (segment, offset, records)
         self._brokers: dict[tuple[str, int], tuple[str, int]] = {}
 
     # ------------------------------------------------------------------ writing
@@ -217,7 +225,7 @@ class ExchangeStore:
         The row is not visible to readers before :meth:`publish`."""
         (index, ts, end_ts, latency, stream, api_key, api_version, corr, status, protocol,
          client_id, client, broker, facts, req_bytes, resp_bytes, records, problems,
-         text, spill_off, spill_len) = row
+         text, spill_block, spill_item, req_frames, resp_frames) = row
         rid = self._next
         seg = self._segment(rid // SEGMENT_ROWS)
         if self.first_ts is None:
@@ -244,12 +252,13 @@ class ExchangeStore:
         seg.records.append(_clamp32(records) if records >= 0 else -1)
         seg.problems.append(min(problems, 0xFFFF))
         seg.index.append(index)
-        seg.spill_off.append(spill_off)
-        seg.spill_len.append(spill_len)
+        seg.spill_block.append(spill_block)
+        seg.spill_item.append(spill_item)
+        seg.frames.extend(req_frames)
+        seg.frames.extend(resp_frames)
         seg.digests += text.encode("utf-8", "replace")
         seg.digests.append(0)        # a separator no search text contains
         seg.digest_end.append(len(seg.digests))
-        self.spill_bytes += spill_len
         self._connection(stream, client, broker, protocol, client_id, ts, end_ts,
                          bool(facts and facts[F_ERRORS]), status,
                          (req_bytes or 0) + (resp_bytes or 0), problems)
@@ -350,19 +359,43 @@ class ExchangeStore:
         return None if math.isnan(v) else v
 
     def exchange(self, row: int) -> Exchange | None:
-        """The full exchange of a row, unpickled from the spill file (None if gone)."""
+        """The full exchange of a row, rebuilt from the spill file (None if gone)."""
         loc = self.locate(row)
         if loc is None:
             return None
         seg, i = loc
-        if seg.spill_fd < 0 or not seg.spill_len[i]:
+        if seg.spill_fd < 0:
+            return None
+        offset = seg.spill_block[i]
+        cached = self._block             # (one tuple: safe to share between threads)
+        if cached is not None and cached[0] == seg.number and cached[1] == offset:
+            records = cached[2]
+        else:
+            found = read_block(seg.spill_fd, offset)
+            if found is None:
+                return None
+            records = found
+            self._block = (seg.number, offset, records)
+        item = seg.spill_item[i]
+        if item >= len(records):
             return None
         try:
-            data = os.pread(seg.spill_fd, seg.spill_len[i], seg.spill_off[i])
-            ex = pickle.loads(data)
+            ex = rebuild(records[item])
         except Exception:  # noqa: BLE001 - a damaged spill reads as "not available"
             return None
         return ex if isinstance(ex, Exchange) else None
+
+    @property
+    def spill_bytes(self) -> int:
+        """Bytes of the spill files still open."""
+        total = 0
+        for seg in list(self.segments.values()):
+            if seg.spill_fd >= 0:
+                try:
+                    total += os.fstat(seg.spill_fd).st_size
+                except OSError:
+                    pass
+        return total
 
     def search(self, needle: str, rows_from: int = 0) -> list[int]:
         """Row ids (>= ``rows_from``) whose digest contains ``needle`` (ASCII letters
@@ -395,7 +428,8 @@ class ExchangeStore:
         """Approximate bytes used: columns and digests, interned tables, connections; and
         the spill bytes on disk."""
         cols = sum(seg.memory() for seg in list(self.segments.values()))
-        facts = sum(sum(len(p) for p in t) * 8 + 120 for t in self.facts_table.values)
+        facts = sum(sum(len(p) for p in t if isinstance(p, tuple)) * 8 + 120
+                    for t in self.facts_table.values)
         # measured with tracemalloc: a route ~220 bytes, a connection row ~250 bytes
         return {"rows": self.count - self.first_row, "columns": cols,
                 "interned": facts + 80 * len(self.client_ids) + 220 * len(self.routes),

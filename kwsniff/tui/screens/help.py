@@ -3,7 +3,7 @@
 Contract: :class:`HelpScreen` is a modal listing every key binding of the main screen
 (from the app's binding table, so it never goes stale), what the mouse does, and the
 display-filter fields of :func:`kwsniff.output.fields.field_help` (those that make a
-filter re-decode every exchange marked *slow*); Escape, q or ? closes it.
+filter re-decode exchanges marked *slow*); Escape, q or ? closes it.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ FILTER_INTRO = (
     "It is checked as you type (a caret points at a mistake); Tab completes field "
     "names, operators and known values (api == Fe, status == unan, error == unsup), "
     "again cycles through them; → takes the grey suggestion; Enter applies. Fields "
-    "marked slow are not kept in the list: a filter using them re-decodes every exchange.")
+    "marked slow are not kept in the list: a filter using them re-decodes the exchanges "
+    "that may have them (plugin fields: every exchange).")
 
 
 def help_renderable(bindings: list[tuple[str, str]]) -> Group:

@@ -34,7 +34,7 @@ from textual.suggester import Suggester
 from textual.widgets import Input, Label, Static
 
 from kwsniff.output.filter import FilterError, check_filter, suggest, tokenize
-from kwsniff.tui.rowfacts import is_fast
+from kwsniff.tui.rowfacts import is_fast, is_screened
 
 MAX_SHOWN = 12
 PLACEHOLDER = ('(Tab completes, Enter applies) e.g. api == Produce and latency_ms > 5, '
@@ -228,7 +228,10 @@ class FilterBar(Vertical):
             return err
         inp.remove_class("-invalid")
         msg = Text("✓ valid", style="green")
-        if not is_fast(text):
+        if is_screened(text):
+            msg.append(" · re-decodes the exchanges that may have these fields",
+                       style="yellow")
+        elif not is_fast(text):
             msg.append(" · re-decodes every exchange (fields not kept in the list)",
                        style="yellow")
         if text.strip() != self.applied:
