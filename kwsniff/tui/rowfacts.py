@@ -9,7 +9,9 @@ Contract:
 * :func:`make_matcher` returns ``match(store, row) -> bool`` for an expression: over
   :class:`RowFacts` when every field it names is fast, else over the real facts of the
   exchange unpickled from the store (slow but exact). Filter syntax errors raise
-  :class:`~kwsniff.output.filter.FilterError` as for ``-Y``.
+  :class:`~kwsniff.output.filter.FilterError` as for ``-Y``; so does a run-state field
+  (``e2e_latency_ms``, ``e2e_latency_min_ms``, ``consumer_group``: the whole-run pass of
+  :mod:`kwsniff.output.insights.annotate` needs the exchanges in capture order).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.fields import canonical_field
-from kwsniff.output.filter import DisplayFilter, compile_filter, tokenize
+from kwsniff.output.filter import DisplayFilter, FilterError, compile_filter, tokenize
 from kwsniff.tui.store import (
     F_ERRORS,
     F_GROUPS,
@@ -110,6 +112,14 @@ def is_fast(expression: str) -> bool:
 def make_matcher(expression: str) -> tuple[DisplayFilter, Matcher, bool]:
     """``(compiled filter, match(store, row), fast)``; raises FilterError on mistakes."""
     flt = compile_filter(expression)
+    if flt.run_fields:
+        # the whole-run pass reads the exchanges in capture order; the filter bar tests
+        # rows one by one, in any order, while the capture is still loading
+        tok = next(t for t in tokenize(expression)
+                   if t.kind == "WORD" and canonical_field(t.text) in flt.run_fields)
+        raise FilterError(f"field '{tok.text}' needs the whole-capture insights pass: not "
+                          "in the filter bar (use -Y of decode/export/stats, or the insights "
+                          "screen, key i)", expression, tok.pos)
     matches = flt.matches
     if is_fast(expression):
         def fast(store: ExchangeStore, row: int) -> bool:
