@@ -5,7 +5,8 @@ Contract:
 
 * :func:`decoding_jobs` picks the number of processes: 1 for ``-j 1``, ``-c``, standard
   input or another file that is not a regular file, a capture that cannot be opened
-  (the one-process path reports why); ``-j N`` otherwise. ``auto`` (the default) uses
+  (the one-process path reports why), a display filter naming a run-state field (its
+  whole-run pass needs every connection); ``-j N`` otherwise. ``auto`` (the default) uses
   ``min(usable CPUs, AUTO_MAX_JOBS)`` where rendering dominates (``decode -V`` or
   ``-x``, ``export``) on uncompressed files of at least :data:`AUTO_MIN_BYTES`. Summary
   lines use ``min(usable CPUs, SUMMARY_MAX_JOBS)`` on uncompressed files of at least
@@ -170,6 +171,8 @@ def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
     if jobs == 1 or getattr(args, "count", None) is not None or args.capture == "-" \
             or not hasattr(os, "fork"):
         return 1
+    if _run_state_filter(getattr(args, "display_filter", None)):
+        return 1        # the whole-run pass needs every connection in one process
     try:
         info = os.stat(args.capture)
     except OSError:
@@ -189,6 +192,18 @@ def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
             if compressed or (not heavy and mean > SUMMARY_MAX_MEAN_PACKET):
                 return 1
     return max(1, jobs)
+
+
+def _run_state_filter(expression: str | None) -> bool:
+    """Whether the display filter names a run-state field (end-to-end latency, consumer
+    group: :mod:`kwsniff.output.insights.annotate`)."""
+    if not expression:
+        return False
+    from kwsniff.output.filter import FilterError, compile_filter
+    try:
+        return bool(compile_filter(expression).run_fields)
+    except FilterError:
+        return False        # the command reports the mistake itself
 
 
 def _sample(path: str, packets: int) -> tuple[bool, float]:

@@ -13,6 +13,12 @@ Contract:
   completion; ``docs/display-filters.md`` documents the same list. Plugins add fields
   named ``"<plugin>.<field>"`` through :mod:`kwsniff.output.extra_fields`; they are
   listed after the built-in ones.
+* Run-state fields (``run_state=True``: ``e2e_latency_ms``, ``e2e_latency_min_ms``,
+  ``consumer_group``) are not functions of one exchange: a display filter naming one
+  binds their ``get`` to the values a streaming insights pass over the whole run gives
+  each exchange (:mod:`kwsniff.output.insights.annotate`); that pass runs only for such
+  filters. Their ``get`` here is the value when the pass gave none (absent latency;
+  ``consumer_group``: the body group ids, as ``group``).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ class FieldSpec:
     description: str
     get: Callable[[ExchangeFacts], Any]
     choices: Callable[[], list[str]] | None = None   # known values, for completion
+    run_state: bool = False     # value from the run's insights pass (module contract)
 
     @property
     def numeric(self) -> bool:
@@ -81,6 +88,42 @@ def _acks(f: ExchangeFacts) -> int | None:
 
 def _bytes(f: ExchangeFacts) -> int:
     return f.total_bytes
+
+
+#: body fields holding a group generation (or KIP-848 member epoch), per API key, for the
+#: request and the response: (api key, request fields, response fields)
+_GENERATION_FIELDS: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    8: (("GenerationIdOrMemberEpoch", "GenerationId"), ()),       # OffsetCommit
+    11: ((), ("GenerationId",)),                                   # JoinGroup
+    12: (("GenerationId",), ()),                                   # Heartbeat
+    14: (("GenerationId",), ()),                                   # SyncGroup
+    28: (("GenerationId",), ()),                                   # TxnOffsetCommit v3+
+    68: (("MemberEpoch",), ("MemberEpoch",)),                      # ConsumerGroupHeartbeat
+}
+
+
+def _generations(f: ExchangeFacts) -> list[int]:
+    """Group generations (member epochs) the exchange's bodies carry, -1 excluded."""
+    ex = f.exchange
+    fields = _GENERATION_FIELDS.get(ex.api_key) if ex.protocol == "kafka" else None
+    if fields is None:
+        return []
+    out: list[int] = []
+    for msg, names in ((ex.request, fields[0]), (ex.response, fields[1])):
+        body = msg.body if msg is not None and names else None
+        if not isinstance(body, dict):
+            continue
+        for name in names:
+            v = body.get(name)
+            if isinstance(v, int) and not isinstance(v, bool):
+                if v >= 0 and v not in out:
+                    out.append(v)
+                break
+    return out
+
+
+def _absent(f: ExchangeFacts) -> None:
+    return None
 
 
 def _ports(f: ExchangeFacts) -> list[int]:
@@ -148,8 +191,18 @@ _SPECS = [
               lambda f: f.topic_ids),
     FieldSpec("partition", "int", True, "partition indexes in request or response",
               lambda f: f.partitions),
-    FieldSpec("group", "string", True, "consumer group ids (GroupId, FindCoordinator keys)",
+    FieldSpec("group", "string", True,
+              "group ids in the bodies (GroupId, FindCoordinator keys; a Fetch has none: "
+              "see consumer_group)",
               lambda f: f.groups),
+    FieldSpec("consumer_group", "string", True,
+              "group of the exchange: a Fetch's group learnt from its connection's (else its "
+              "client's) group requests, else the GroupId the bodies carry (whole-run pass)",
+              lambda f: f.groups, run_state=True),
+    FieldSpec("generation", "int", True,
+              "group generation: JoinGroup response, Heartbeat/SyncGroup/OffsetCommit/"
+              "TxnOffsetCommit request GenerationId, ConsumerGroupHeartbeat MemberEpoch "
+              "(-1 excluded)", _generations),
     FieldSpec("member", "string", True, "group member ids",
               lambda f: f.members),
     FieldSpec("transactional_id", "string", True, "transactional ids",
@@ -161,6 +214,13 @@ _SPECS = [
               "(\"NOT_LEADER_OR_FOLLOWER\", case-insensitive) or a number",
               lambda f: f.error_codes, error_names),
     FieldSpec("acks", "int", False, "Produce request acks (0, 1 or -1)", _acks),
+    FieldSpec("e2e_latency_ms", "number", False,
+              "Fetch: largest end-to-end latency (Produce request first byte -> this Fetch "
+              "response last byte, ms) of the batches produced in the capture it delivers "
+              "first to its group (whole-run pass)", _absent, run_state=True),
+    FieldSpec("e2e_latency_min_ms", "number", False,
+              "Fetch: smallest such latency of the batches it delivers first to its group "
+              "(whole-run pass)", _absent, run_state=True),
     FieldSpec("records", "int", False,
               "records carried by request and response (absent when no record sets)",
               _records),
@@ -252,6 +312,11 @@ def alias_help() -> list[tuple[str, str, str]]:
         spec = FIELDS[name]
         rows.append((alias, spec.type + ("[]" if spec.multi else ""), f"same as {name}"))
     return rows
+
+
+def run_state_fields() -> frozenset[str]:
+    """Names of the run-state fields (module contract)."""
+    return frozenset(s.name for s in FIELDS.values() if s.run_state)
 
 
 def field_help() -> list[tuple[str, str, str]]:

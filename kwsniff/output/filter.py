@@ -22,6 +22,13 @@ Contract:
 * Multi-valued fields (topic, partition, error, ...) satisfy a test when *any* value
   does; ``!=`` is the negation of ``==`` ("no value equals"). A test on an absent value
   is false (so ``!=`` on it is true).
+* Run-state fields (:func:`kwsniff.output.fields.run_state_fields`: end-to-end latency,
+  consumer group) read the values a whole-run pass gives each exchange: the compiled
+  filter lists the ones it names in ``run_fields`` (empty: a filter of one exchange's
+  facts) and holds their values in ``annotations`` (:class:`RunAnnotations`), which
+  :class:`~kwsniff.output.pipeline.Selection` fills by running
+  :func:`kwsniff.output.insights.annotate.annotate_run` over the exchanges — only when
+  ``run_fields`` is not empty.
 * :func:`suggest` offers completions for the TUI (field names, operators, known values).
 """
 
@@ -31,7 +38,7 @@ import difflib
 import ipaddress
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kwsniff.errors import UserError
@@ -210,12 +217,39 @@ class _Value:
 MAX_NESTING = 64
 
 
+class RunAnnotations:
+    """Run-state field values of the exchanges the whole-run pass has let through and
+    the selection has not evaluated yet: ``exchange index -> (exchange, {field: value})``
+    (the pass removes an entry once the next exchange is asked for)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        self.values: dict[Any, tuple[Any, dict[str, Any]]] = {}
+
+    def getter(self, spec: FieldSpec) -> Callable[[ExchangeFacts], Any]:
+        """``get(facts)`` of the run-state field ``spec`` reading these values."""
+        values = self.values
+        name = spec.name
+        static = spec.get       # the value when the pass gave none
+
+        def get(f: ExchangeFacts) -> Any:
+            ex = f.exchange
+            entry = values.get(ex.index)
+            if entry is None or entry[0] is not ex or name not in entry[1]:
+                return static(f)
+            return entry[1][name]
+        return get
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = tokenize(text)
         self.i = 0
         self.depth = 0
+        self.annotations = RunAnnotations()
+        self.run_fields: set[str] = set()
 
     @property
     def tok(self) -> Token:
@@ -301,6 +335,9 @@ class _Parser:
         spec = FIELDS.get(name) if name is not None else None
         if spec is None:
             raise self.error(f"unknown field '{tok.text}'{_unknown_field_hint(tok.text)}")
+        if spec.run_state:
+            self.run_fields.add(spec.name)
+            spec = replace(spec, get=self.annotations.getter(spec))
         self.advance()
         op_tok = self.tok
         negate_in = False
@@ -572,11 +609,16 @@ def _compile_in(spec: FieldSpec, items: list[tuple[_Value, _Value | None]],
 class DisplayFilter:
     """A compiled display filter."""
 
-    __slots__ = ("expression", "_pred")
+    __slots__ = ("expression", "_pred", "run_fields", "annotations")
 
-    def __init__(self, expression: str, pred: Predicate) -> None:
+    def __init__(self, expression: str, pred: Predicate,
+                 run_fields: frozenset[str] = frozenset(),
+                 annotations: RunAnnotations | None = None) -> None:
         self.expression = expression
         self._pred = pred
+        #: run-state fields the expression names (see the module contract)
+        self.run_fields = run_fields
+        self.annotations = annotations if annotations is not None else RunAnnotations()
 
     def matches(self, facts: ExchangeFacts) -> bool:
         """True when the exchange passes the filter; never raises."""
@@ -591,7 +633,9 @@ class DisplayFilter:
 
 def compile_filter(expression: str) -> DisplayFilter:
     """Compile ``expression``; raises :class:`FilterError` with the position on mistakes."""
-    return DisplayFilter(expression, _Parser(expression).parse())
+    parser = _Parser(expression)
+    pred = parser.parse()
+    return DisplayFilter(expression, pred, frozenset(parser.run_fields), parser.annotations)
 
 
 def check_filter(expression: str) -> FilterError | None:

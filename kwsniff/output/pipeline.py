@@ -11,7 +11,10 @@ Contract:
   without walking bodies that cannot teach topic names (the same counts and names).
   ``lane`` (a :class:`~kwsniff.output.skim.SummaryLane`, summary lines without a
   display filter only) gives the facts of exchanges with deferred bodies where it can
-  and completes those bodies where it cannot.
+  and completes those bodies where it cannot. A display filter naming run-state fields
+  (``DisplayFilter.run_fields``: end-to-end latency, consumer group) makes it run the
+  whole-run insights pass (:mod:`kwsniff.output.insights.annotate`) over the exchanges
+  first; no other filter does.
 * :func:`run_counters` collects the run summary every command reports at its end
   (packets, connections, exchanges, problems, skipped and lost bytes) from the engine's
   ``RunSummary``, the capture's problems and the exchanges' problems;
@@ -47,7 +50,14 @@ class Selection:
         #                          record-set problems included
 
     def __call__(self, exchanges: Iterable[Exchange]) -> Iterator[tuple[Exchange, ExchangeFacts]]:
-        matches = self.filter.matches if self.filter is not None else None
+        flt = self.filter
+        matches = flt.matches if flt is not None else None
+        if flt is not None and flt.run_fields:
+            # run-state fields: the whole-run insights pass annotates the exchanges
+            # (only for such filters: it is not on the per-exchange path otherwise)
+            from kwsniff.output.insights.annotate import annotate_run
+            exchanges = annotate_run(exchanges, flt.annotations, flt.run_fields, self.names,
+                                     getattr(self.lane, "annotate_ctx", None))
         limit = self.count
         for ex in exchanges:
             if limit is not None and self.shown >= limit:

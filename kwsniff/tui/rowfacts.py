@@ -15,7 +15,9 @@ Contract:
   screened, over :class:`RowFacts` for rows without a value of the screened fields and
   over the real facts of the exchange (rebuilt from the store's spill) for the others;
   else over the real facts of every row (slow but exact). Filter syntax errors raise
-  :class:`~kwsniff.output.filter.FilterError` as for ``-Y``.
+  :class:`~kwsniff.output.filter.FilterError` as for ``-Y``; so does a run-state field
+  (``e2e_latency_ms``, ``e2e_latency_min_ms``, ``consumer_group``: the whole-run pass of
+  :mod:`kwsniff.output.insights.annotate` needs the exchanges in capture order).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.fields import canonical_field
-from kwsniff.output.filter import DisplayFilter, compile_filter, tokenize
+from kwsniff.output.filter import DisplayFilter, FilterError, compile_filter, tokenize
 from kwsniff.tui.store import (
     F_ACKS,
     F_ERRORS,
@@ -286,6 +288,14 @@ def is_screened(expression: str) -> bool:
 def make_matcher(expression: str) -> tuple[DisplayFilter, Matcher, bool]:
     """``(compiled filter, match(store, row), fast)``; raises FilterError on mistakes."""
     flt = compile_filter(expression)
+    if flt.run_fields:
+        # the whole-run pass reads the exchanges in capture order; the filter bar tests
+        # rows one by one, in any order, while the capture is still loading
+        tok = next(t for t in tokenize(expression)
+                   if t.kind == "WORD" and canonical_field(t.text) in flt.run_fields)
+        raise FilterError(f"field '{tok.text}' needs the whole-capture insights pass: not "
+                          "in the filter bar (use -Y of decode/export/stats, or the insights "
+                          "screen, key i)", expression, tok.pos)
     matches = flt.matches
 
     def fast(store: ExchangeStore, row: int) -> bool:

@@ -86,6 +86,9 @@ class Journeys:
         self.samples: list[dict[str, Any]] = []
         #: e2e latency (ms) of the batches of the Fetch exchange last fed
         self.last_fetch_latencies: list[float] = []
+        #: called as ``on_deliver(fetch exchange index, latency ms)`` at every first
+        #: delivery of a batch to a group, also when a waiting delivery is matched later
+        self.on_deliver: Any = None
 
     # -- feeding ---------------------------------------------------------------------
     def produce(self, exchange: Any, names: Any) -> None:
@@ -159,7 +162,8 @@ class Journeys:
                         self.waiting.popitem(last=False)
                         self.dropped_waiting += 1
                 waiting.setdefault(group, (ts, span[2], (exchange.client_id,
-                                                         exchange.correlation_id)))
+                                                         exchange.correlation_id,
+                                                         exchange.index)))
 
     def _deliver(self, p: Produced, group: str, ts: float, fetch: Any) -> None:
         if p.delivered is None:
@@ -176,6 +180,8 @@ class Journeys:
         sketch.add(ms)
         self.records_delivered[key] = self.records_delivered.get(key, 0) + p.records
         self.last_fetch_latencies.append(ms)
+        if self.on_deliver is not None:
+            self.on_deliver(fetch[2] if isinstance(fetch, tuple) else fetch.index, ms)
         if len(self.samples) < self.keep_samples:
             if not isinstance(fetch, tuple):
                 fetch = (fetch.client_id, fetch.correlation_id)

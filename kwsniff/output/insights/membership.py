@@ -49,8 +49,9 @@ class Membership:
             if known is not _AMBIGUOUS:
                 self._put(self._by_client, key, group)
 
-    def group_of(self, exchange: Any) -> str:
-        """The group label of a Fetch exchange: the group id, or ``client <id>``."""
+    def known_group(self, exchange: Any) -> str | None:
+        """The group id a Fetch exchange is attributed to, None when none is known (a
+        client never seen in a group, or seen in several)."""
         group = self._by_stream.get(exchange.stream)
         if group is not None:
             return group
@@ -59,4 +60,12 @@ class Membership:
             known = self._by_client.get((exchange.client[0], client_id))
             if isinstance(known, str):
                 return known
+        return None
+
+    def group_of(self, exchange: Any) -> str:
+        """The group label of a Fetch exchange: the group id, or ``client <id>``."""
+        group = self.known_group(exchange)
+        if group is not None:
+            return group
+        client_id = exchange.client_id
         return f"client {client_id if client_id is not None else '?'}"
