@@ -363,26 +363,33 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     result = AnalysisResult(tables, [], "", {}, exports=exports)
     specs = {spec[1]: spec for spec in SUMMARY}
     sections: dict[str, Section] = {}
-    # Plans are built here (driver only); the summary tables of all jobs and the overview
-    # are then collected from a few threads at once: on small inputs each action is
-    # mostly scheduling and planning latency, which overlaps (Spark runs the jobs of
-    # several threads side by side). A job's step ends when its last summary table is
-    # in, so its time is what waiting for it added after the steps before it.
-    per_job: dict[Any, list[str]] = {}
-    for job in JOBS:
-        per_job[job] = []
+    # Each job runs in its own thread: its plans are built (persist() plans the query
+    # on the driver, which for these wide plans costs more than running them on small
+    # inputs) and its summary tables collected while the other jobs do the same; Spark
+    # runs the jobs of several threads side by side. A job's step ends when its
+    # summary tables are in, so its time is what waiting for it added after the steps
+    # before it.
+
+    def run_job(job: Any) -> tuple[dict[str, DataFrame], dict[str, Section]]:
+        mine: dict[str, DataFrame] = {}
+        done: dict[str, Section] = {}
         for name, df in job.compute(exports, opts).items():
-            tables[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
+            mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
             if name in specs:
-                per_job[job].append(name)
-    with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-jobs") as pool:
-        futures = {name: pool.submit(_section, specs[name], tables[name], top)
-                   for job in JOBS for name in per_job[job]}
-        overview_future = pool.submit(_overview, exports, tables)
-        for job in JOBS:
+                done[name] = _section(specs[name], mine[name], top)
+        return mine, done
+
+    with ThreadPoolExecutor(len(JOBS) + 1, thread_name_prefix="kwsniff-jobs") as pool:
+        futures = [pool.submit(run_job, job) for job in JOBS]
+        overview_future = None
+        for job, future in zip(JOBS, futures):
             with steps.step(JOB_TITLES[job]):
-                for name in per_job[job]:
-                    sections[name] = futures[name].result()
+                mine, done = future.result()
+                tables.update(mine)
+                sections.update(done)
+            if overview_future is None and "statuses" in tables:
+                overview_future = pool.submit(_overview, exports, dict(tables))
+        assert overview_future is not None, "no job made the statuses table"
         with steps.step("input overview"):
             overview, counts = overview_future.result()
     result.counts = counts
