@@ -1,7 +1,8 @@
 """``kwsniff analyze``: run every analysis job, write the tables, summary and charts.
 
 Contract: :func:`run_analysis` reads the exports (:func:`kwsniff.spark.load.load_exports`),
-computes the tables of every job in :data:`JOBS` (each persisted while in use), and with
+computes the tables of every job in :data:`JOBS` (each persisted while in use; the jobs
+run side by side, one driver thread each), and with
 ``out`` set writes them (:mod:`kwsniff.spark.output`), the text summary
 (``OUT/summary.txt``), PNG charts (``OUT/charts/*.png``) and a self-contained HTML
 report (``OUT/report.html``) per ``charts`` (``png``, ``html``, ``both`` or ``none``).
