@@ -1,7 +1,8 @@
 """``kwsniff analyze``: run every analysis job, write the tables, summary and charts.
 
 Contract: :func:`run_analysis` reads the exports (:func:`kwsniff.spark.load.load_exports`),
-computes the tables of every job in :data:`JOBS` (each persisted while in use), and with
+computes the tables of every job in :data:`JOBS` (each persisted while in use; the jobs
+run side by side, one driver thread each), and with
 ``out`` set writes them (:mod:`kwsniff.spark.output`), the text summary
 (``OUT/summary.txt``), PNG charts (``OUT/charts/*.png``) and a self-contained HTML
 report (``OUT/report.html``) per ``charts`` (``png``, ``html``, ``both`` or ``none``).
@@ -237,14 +238,16 @@ def _chart_data(tables: dict[str, DataFrame], step: float) -> dict[str, Any]:
     return data
 
 
-def _charts(tables: dict[str, DataFrame], directory: str, bucket: float,
-            counts: dict[str, Any]) -> list[str]:
+def _chart_step(counts: dict[str, Any], bucket: float) -> float:
+    first, last = counts.get("first_ts"), counts.get("last_ts")
+    return chart_step(last - first if first is not None and last is not None else None, bucket)
+
+
+def _charts(data: dict[str, Any], directory: str, step: float) -> list[str]:
+    """Draw the charts from ``data`` (:func:`_chart_data`) into ``directory``."""
     from kwsniff.spark import charts
 
     os.makedirs(directory, exist_ok=True)
-    first, last = counts.get("first_ts"), counts.get("last_ts")
-    step = chart_step(last - first if first is not None and last is not None else None, bucket)
-    data = _chart_data(tables, step)
     made: list[str | None] = []
     lat = data["latency"]
     made.append(charts.latency_bars(
@@ -361,42 +364,71 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     result = AnalysisResult(tables, [], "", {}, exports=exports)
     specs = {spec[1]: spec for spec in SUMMARY}
     sections: dict[str, Section] = {}
-    for job in JOBS:
-        # The job's summary tables are computed here (the step's time is the job's);
-        # its other tables are computed from the same cached inputs when written.
-        with steps.step(JOB_TITLES[job]):
-            for name, df in job.compute(exports, opts).items():
-                tables[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
-                if name in specs:
-                    sections[name] = _section(specs[name], tables[name], top)
-    with steps.step("input overview"):
-        overview, counts = _overview(exports, tables)
+    # Each job runs in its own thread: its plans are built (persist() plans the query
+    # on the driver, which for these wide plans costs more than running them on small
+    # inputs) and its summary tables collected while the other jobs do the same; Spark
+    # runs the jobs of several threads side by side. A job's step ends when its
+    # summary tables are in, so its time is what waiting for it added after the steps
+    # before it.
+
+    def run_job(job: Any) -> tuple[dict[str, DataFrame], dict[str, Section]]:
+        mine: dict[str, DataFrame] = {}
+        done: dict[str, Section] = {}
+        for name, df in job.compute(exports, opts).items():
+            mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
+            if name in specs:
+                done[name] = _section(specs[name], mine[name], top)
+        return mine, done
+
+    with ThreadPoolExecutor(len(JOBS) + 1, thread_name_prefix="kwsniff-jobs") as pool:
+        futures = [pool.submit(run_job, job) for job in JOBS]
+        overview_future = None
+        for job, future in zip(JOBS, futures):
+            with steps.step(JOB_TITLES[job]):
+                mine, done = future.result()
+                tables.update(mine)
+                sections.update(done)
+            if overview_future is None and "statuses" in tables:
+                overview_future = pool.submit(_overview, exports, dict(tables))
+        assert overview_future is not None, "no job made the statuses table"
+        with steps.step("input overview"):
+            overview, counts = overview_future.result()
     result.counts = counts
     result.sections = [overview] + [sections[spec[1]] for spec in SUMMARY]
     result.summary = render_text(result.sections)
     if out is None:
         return result
-    with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
-        # Several small write jobs at once: each is mostly scheduling and commit latency,
-        # which overlaps; Spark runs jobs of several threads side by side.
-        with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool:
-            for name in pool.map(lambda item: (output.write_table(item[1], out, item[0]),
-                                               item[0])[1], list(tables.items())):
-                result.written.append(name)
     local_dir = report_dir if output.is_remote(out) else output.local_path(out)
-    if local_dir is None:
-        return result
-    os.makedirs(local_dir, exist_ok=True)
-    with open(os.path.join(local_dir, "summary.txt"), "w", encoding="utf-8") as fh:
-        fh.write(result.summary)
-    chart_dir = os.path.join(local_dir, "charts")
-    shutil.rmtree(chart_dir, ignore_errors=True)
-    report = os.path.join(local_dir, "report.html")
-    if os.path.exists(report):
-        os.remove(report)
-    if charts != "none":
-        with steps.step("charts"):
-            result.charts = _charts(tables, chart_dir, opts.bucket, counts)
+    draw = local_dir is not None and charts != "none"
+    step = _chart_step(counts, opts.bucket)
+    with ThreadPoolExecutor(1, thread_name_prefix="kwsniff-chart-data") as side:
+        # The charts' queries run while the tables are written (both are small actions
+        # on the persisted tables, mostly latency).
+        chart_data = side.submit(_chart_data, tables, step) if draw else None
+        with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
+            # Several small write jobs at once: each is mostly scheduling and commit
+            # latency, which overlaps; Spark runs jobs of several threads side by side.
+            with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool:
+                writes = [(name, pool.submit(output.write_parquet, df, out, name),
+                           pool.submit(output.write_csv, df, out, name))
+                          for name, df in tables.items()]
+                for name, parquet, csv in writes:
+                    parquet.result()
+                    csv.result()
+                    result.written.append(name)
+        if local_dir is None:
+            return result
+        os.makedirs(local_dir, exist_ok=True)
+        with open(os.path.join(local_dir, "summary.txt"), "w", encoding="utf-8") as fh:
+            fh.write(result.summary)
+        chart_dir = os.path.join(local_dir, "charts")
+        shutil.rmtree(chart_dir, ignore_errors=True)
+        report = os.path.join(local_dir, "report.html")
+        if os.path.exists(report):
+            os.remove(report)
+        if chart_data is not None:
+            with steps.step("charts"):
+                result.charts = _charts(chart_data.result(), chart_dir, step)
     if charts in ("html", "both"):
         with steps.step("HTML report"):
             with open(report, "w", encoding="utf-8") as fh:

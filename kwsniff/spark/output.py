@@ -47,7 +47,18 @@ def flat_for_csv(df: DataFrame) -> DataFrame:
 
 def write_table(df: DataFrame, root: str, name: str) -> None:
     """Write one result table (see the module contract)."""
+    write_parquet(df, root, name)
+    write_csv(df, root, name)
+
+
+def write_parquet(df: DataFrame, root: str, name: str) -> None:
+    """The Parquet half of :func:`write_table`."""
     df.write.mode("overwrite").parquet(f"{root.rstrip('/')}/parquet/{name}")
+
+
+def write_csv(df: DataFrame, root: str, name: str) -> None:
+    """The CSV half of :func:`write_table` (independent of the Parquet half: both may
+    run at once)."""
     flat = flat_for_csv(df).coalesce(1)
     writer = (flat.write.mode("overwrite").option("header", "true").option("escape", '"')
               .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSZZZZZ"))
