@@ -6,6 +6,7 @@ cimport cython
 from kwsniff.kafka.conv_state cimport Context
 from kwsniff.kafka.conversation cimport Conversation
 from kwsniff.tcp.events cimport StreamData
+from kwsniff.kafka.model cimport Exchange, KafkaMessage
 
 
 cdef class Engine:
@@ -21,3 +22,6 @@ cdef class Engine:
 
     @cython.locals(conv=Conversation, sd=StreamData)
     cpdef list _feed(self, ev)
+    @cython.locals(ex=Exchange, resp=KafkaMessage, requests=Py_ssize_t,
+                   responses=Py_ssize_t, inferred=Py_ssize_t)
+    cpdef list _release(self, bint final)

@@ -139,16 +139,6 @@ class RunSummary:
         else:
             self.problems_dropped += 1
 
-    def count(self, ex: Exchange) -> None:
-        self.exchanges[ex.status] = self.exchanges.get(ex.status, 0) + 1
-        self.exchanges_total += 1
-        if ex.request is not None:
-            self.requests += 1
-        if ex.response is not None:
-            self.responses += 1
-            if ex.response.inferred:
-                self.inferred_responses += 1
-
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__slots__ if k not in ("tcp", "max_problems")}
         out["exchanges"] = dict(self.exchanges)
@@ -779,9 +769,24 @@ class Engine:
 
     def _release(self, final: bool) -> list[Exchange]:
         out = self.ctx.reorder.drain(final)
-        count = self.summary.count
-        for ex in out:
-            count(ex)
+        if out:
+            # RunSummary.count of each, in one pass (its counters added once)
+            s = self.summary
+            statuses = s.exchanges
+            requests = responses = inferred = 0
+            for ex in out:
+                statuses[ex.status] = statuses.get(ex.status, 0) + 1
+                if ex.request is not None:
+                    requests += 1
+                resp = ex.response
+                if resp is not None:
+                    responses += 1
+                    if resp.inferred:
+                        inferred += 1
+            s.exchanges_total += len(out)
+            s.requests += requests
+            s.responses += responses
+            s.inferred_responses += inferred
         if self.tls_info:
             infos = self.tls_info
             for ex in out:

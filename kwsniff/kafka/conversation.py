@@ -39,7 +39,11 @@ import struct
 from collections import OrderedDict, deque
 from typing import Any
 
-from kwsniff.kafka import decoding, detect, legacy07, plausible
+from kwsniff.kafka import detect, legacy07
+from kwsniff.kafka.decoding import (
+    annotate, complete_body, decode_request, decode_response, header_request, header_response,
+    sasl_shape)
+from kwsniff.kafka.plausible import produce_acks, request_body_start, request_fields
 from kwsniff.kafka.conn_summary import ConnectionSummary
 from kwsniff.kafka.conv_resync import ResyncChecks
 from kwsniff.kafka.conv_state import (  # noqa: F401 - re-exported for the engine
@@ -392,19 +396,19 @@ class Conversation(ResyncChecks):
     def _request(self, f: Frame, d: int) -> None:
         raw = f.raw
         if self.sasl_raw or self.fifo:
-            if plausible.request_fields(raw) is None:
+            if request_fields(raw) is None:
                 self._sasl_token(f, d, client=True)
                 return
             self.sasl_raw = False
         opts = self.ctx.options
         if f.missing:
-            msg = decoding.header_request(raw)
+            msg = header_request(raw)
         else:
-            msg = decoding.decode_request(raw, opts.bodies, opts.defer_bodies)
-            if msg.deferred is not None and plausible.request_fields(raw) is None:
-                decoding.complete_body(msg)    # its problems decide the SASL check below
-        if msg.problems and not f.missing and plausible.request_fields(raw) is None:
-            mech = decoding.sasl_shape(raw)
+            msg = decode_request(raw, opts.bodies, opts.defer_bodies)
+            if msg.deferred is not None and request_fields(raw) is None:
+                complete_body(msg)    # its problems decide the SASL check below
+        if msg.problems and not f.missing and request_fields(raw) is None:
+            mech = sasl_shape(raw)
             if mech is not None:
                 # a raw SASL token whose SaslHandshake v0 was not captured
                 self.sasl_raw = True
@@ -442,7 +446,7 @@ class Conversation(ResyncChecks):
             self.corr_hi = corr
         if msg.body is not None:
             self.ctx.topic_ids.annotate(api_key, msg.body, REQUEST, ver)
-            decoding.annotate(msg, None, self.ctx.annotate_ctx, self.conn.index)
+            annotate(msg, None, self.ctx.annotate_ctx, self.conn.index)
         kind = "kafka"
         if api_key == PRODUCE and self._acks(msg) == 0:
             kind = "acks0"
@@ -495,10 +499,10 @@ class Conversation(ResyncChecks):
                 return acks
         if msg.api_version is None:
             return None
-        start = msg.body_offset or plausible.request_body_start(msg.raw, PRODUCE, msg.api_version)
+        start = msg.body_offset or request_body_start(msg.raw, PRODUCE, msg.api_version)
         if start is None:
             return None
-        return plausible.produce_acks(msg.raw, msg.api_version, start)
+        return produce_acks(msg.raw, msg.api_version, start)
 
     # ------------------------------------------------------------ responses
     def _response(self, f: Frame, d: int) -> None:
@@ -550,9 +554,9 @@ class Conversation(ResyncChecks):
     def _decode_response(self, raw: bytes, api_key: int | None, ver: int | None,
                          f: Frame) -> KafkaMessage:
         if f.missing or api_key is None or ver is None:
-            return decoding.header_response(raw, api_key, ver)
+            return header_response(raw, api_key, ver)
         opts = self.ctx.options
-        return decoding.decode_response(raw, api_key, ver, opts.bodies, opts.defer_bodies)
+        return decode_response(raw, api_key, ver, opts.bodies, opts.defer_bodies)
 
     def _after_response(self, msg: KafkaMessage, req: KafkaMessage | None) -> None:
         """Learn from a decoded response (versions, topic ids, brokers, SASL state)."""
@@ -592,7 +596,7 @@ class Conversation(ResyncChecks):
                 s.sasl_mechanism = mech
         ctx.topic_ids.learn(api_key, body)
         ctx.topic_ids.annotate(api_key, body, RESPONSE, msg.api_version)
-        decoding.annotate(msg, req, ctx.annotate_ctx, self.conn.index)
+        annotate(msg, req, ctx.annotate_ctx, self.conn.index)
 
     def _overtake(self, key: tuple) -> None:
         """Requests older than an answered one are unlikely to be answered any more."""

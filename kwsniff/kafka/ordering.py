@@ -20,7 +20,7 @@ Contract:
 
 from __future__ import annotations
 
-import heapq
+from heapq import heapify, heappop, heappush
 from typing import Any, Callable
 
 from kwsniff.kafka.model import Exchange
@@ -48,7 +48,7 @@ class Reorderer:
 
     def add(self, key: Key, exchange: Exchange) -> None:
         self._seq += 1
-        heapq.heappush(self.ready, (key, self._seq, exchange))
+        heappush(self.ready, (key, self._seq, exchange))
         self.dirty = True
 
     def register(self, owner: Any, force: Callable[[], bool]) -> None:
@@ -68,7 +68,7 @@ class Reorderer:
             self.current.pop(owner, None)
         else:
             self.current[owner] = key
-            heapq.heappush(self.marks, (key, ver, owner))
+            heappush(self.marks, (key, ver, owner))
             if len(self.marks) > 4 * len(self.current) + 1024:
                 self._rebuild()
 
@@ -79,7 +79,7 @@ class Reorderer:
 
     def _rebuild(self) -> None:
         self.marks = [(k, self.versions[o], o) for o, k in self.current.items()]
-        heapq.heapify(self.marks)
+        heapify(self.marks)
 
     def _watermark(self) -> tuple[Key | None, Any]:
         marks = self.marks
@@ -89,7 +89,7 @@ class Reorderer:
             key, ver, owner = marks[0]
             if versions.get(owner) == ver and owner in current:
                 return key, owner
-            heapq.heappop(marks)
+            heappop(marks)
         return None, None
 
     def drain(self, final: bool = False) -> list[Exchange]:
@@ -108,7 +108,7 @@ class Reorderer:
                     # the owner cannot give anything up: stop ordering on it
                     self.set_open(owner, None)
                 continue
-            key, _, ex = heapq.heappop(ready)
+            key, _, ex = heappop(ready)
             if self.last_key is not None and key < self.last_key:
                 ex.problems.append("released out of capture order (reorder buffer limit)")
                 self.out_of_order += 1

@@ -40,6 +40,12 @@ from kwsniff.output import digest as _digest
 from kwsniff.output import extra_fields
 from kwsniff.output.facts import ExchangeFacts
 
+# the registries the lane checks on every exchange (the same dict objects: plugins and
+# tests change their items, never rebind them)
+_REQUESTS = _digest._REQUEST
+_RESPONSES = _digest._RESPONSE
+_EXTRA = extra_fields._extra
+
 
 #: the built-in digests of the APIs the engine can defer (plugins may replace them:
 #: the lane then declines those APIs)
@@ -122,14 +128,14 @@ class SummaryLane:
         resp = ex.response
         if _skim_fields is None or ex.protocol != "kafka":
             return None
-        if extra_fields._extra and _plugin_digest_fields():
+        if _EXTRA and _plugin_digest_fields():
             return None     # (plugin fields on the summary line read the records)
         if resp is not None and resp.deferred is None:
             return None
         key = req.api_key
         builtin = _BUILTIN.get(key)         # type: ignore[arg-type]
-        if builtin is None or _digest._REQUEST.get(key) is not builtin[0] \
-                or _digest._RESPONSE.get(key) is not builtin[1]:
+        if builtin is None or _REQUESTS.get(key) is not builtin[0] \
+                or _RESPONSES.get(key) is not builtin[1]:
             return None
         req_body = _body(req, None)
         if req_body is None:
