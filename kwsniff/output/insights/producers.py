@@ -40,6 +40,18 @@ TXN_APIS = {22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn
 SEQ_MOD = 1 << 31
 
 
+
+def _idempotent(batch: Any) -> tuple[int, int, int, tuple[int, int, int]] | None:
+    """``(producer id, epoch, base sequence, span)`` of a batch an idempotent producer
+    wrote (see :func:`batch_span`), or None when it carries no such ids."""
+    pid = getattr(batch, "producer_id", None)
+    seq = getattr(batch, "base_sequence", None)
+    epoch = getattr(batch, "producer_epoch", None)
+    span = batch_span(batch)
+    if pid is None or pid < 0 or seq is None or seq < 0 or epoch is None or span is None:
+        return None
+    return pid, epoch, seq, span
+
 class ProducerStats:
     __slots__ = ("producer_id", "epochs", "client_id", "transactional_id", "batches",
                  "records", "retries", "out_of_order", "unanswered", "errors",
@@ -109,13 +121,10 @@ class ProducerHealth:
             code, base_offset = results.get((topic, part), (None, None))
             offset = base_offset
             for batch in batches(pd.get("Records")):
-                pid = getattr(batch, "producer_id", None)
-                seq = getattr(batch, "base_sequence", None)
-                epoch = getattr(batch, "producer_epoch", None)
-                span = batch_span(batch)
-                if pid is None or pid < 0 or seq is None or seq < 0 or epoch is None \
-                        or span is None:
+                ids = _idempotent(batch)
+                if ids is None:
                     continue
+                pid, epoch, seq, span = ids
                 p = self._producer(pid)
                 if p is None:
                     continue
@@ -187,13 +196,10 @@ class ProducerHealth:
             return
         for topic, part, pd in topic_partitions(resp.body, "Responses", "Partitions", names):
             for batch in batches(pd.get("Records")):
-                pid = getattr(batch, "producer_id", None)
-                seq = getattr(batch, "base_sequence", None)
-                epoch = getattr(batch, "producer_epoch", None)
-                span = batch_span(batch)
-                if pid is None or pid < 0 or seq is None or seq < 0 or epoch is None \
-                        or span is None or getattr(batch, "control", False):
+                ids = _idempotent(batch)
+                if ids is None or getattr(batch, "control", False):
                     continue
+                pid, epoch, seq, span = ids
                 key = (pid, epoch, topic, part, seq)
                 first = self.fetched.get(key)
                 if first is None:
