@@ -58,7 +58,7 @@ class CompletionOrder(Reorderer):
         out: list[Exchange] = []
         ready = self.ready
         while ready:
-            _key, _seq, ex = heapq.heappop(ready)
+            ex = heapq.heappop(ready)[-1]      # (*key, seq, exchange)
             ex.index = self.next_index
             self.next_index += 1
             out.append(ex)

@@ -15,7 +15,9 @@ Contract:
   items are given up) until the buffer fits;
   an exchange that still arrives with a key below one already released is released at
   once with the problem "released out of capture order".
-* ``ready`` (the heap of waiting exchanges) is true exactly when exchanges wait.
+* ``ready`` (the heap of waiting exchanges) is true exactly when exchanges wait. Its
+  items are flat tuples ``(*key, seq, exchange)`` and those of ``marks`` (the owners'
+  open keys) ``(*key, version, owner)``: the heaps compare ints, not nested tuples.
 """
 
 from __future__ import annotations
@@ -27,14 +29,18 @@ from kwsniff.kafka.model import Exchange
 
 Key = tuple
 
+# positions in the heaps' flat items (after the four parts of the key)
+_VERSION = 4
+_OWNER = _ITEM = 5
+
 
 class Reorderer:
     __slots__ = ("ready", "marks", "current", "versions", "limit", "next_index",
                  "last_key", "_seq", "forcers", "out_of_order", "forced", "dirty")
 
     def __init__(self, limit: int = 10_000) -> None:
-        self.ready: list[tuple[Key, int, Exchange]] = []
-        self.marks: list[tuple[Key, int, Any]] = []   # (key, version, owner)
+        self.ready: list[tuple] = []     # (frame, stream, direction, offset, seq, exchange)
+        self.marks: list[tuple] = []     # (frame, stream, direction, offset, version, owner)
         self.current: dict[Any, Key] = {}
         self.versions: dict[Any, int] = {}
         self.forcers: dict[Any, Callable[[], bool]] = {}
@@ -48,7 +54,7 @@ class Reorderer:
 
     def add(self, key: Key, exchange: Exchange) -> None:
         self._seq += 1
-        heappush(self.ready, (key, self._seq, exchange))
+        heappush(self.ready, key + (self._seq, exchange))
         self.dirty = True
 
     def register(self, owner: Any, force: Callable[[], bool]) -> None:
@@ -68,7 +74,7 @@ class Reorderer:
             self.current.pop(owner, None)
         else:
             self.current[owner] = key
-            heappush(self.marks, (key, ver, owner))
+            heappush(self.marks, key + (ver, owner))
             if len(self.marks) > 4 * len(self.current) + 1024:
                 self._rebuild()
 
@@ -78,7 +84,7 @@ class Reorderer:
         self.forcers.pop(owner, None)
 
     def _rebuild(self) -> None:
-        self.marks = [(k, self.versions[o], o) for o, k in self.current.items()]
+        self.marks = [k + (self.versions[o], o) for o, k in self.current.items()]
         heapify(self.marks)
 
     def _watermark(self) -> tuple[Key | None, Any]:
@@ -86,9 +92,12 @@ class Reorderer:
         versions = self.versions
         current = self.current
         while marks:
-            key, ver, owner = marks[0]
-            if versions.get(owner) == ver and owner in current:
-                return key, owner
+            mark = marks[0]
+            owner = mark[_OWNER]
+            if versions.get(owner) == mark[_VERSION]:
+                key = current.get(owner)
+                if key is not None:
+                    return key, owner
             heappop(marks)
         return None, None
 
@@ -99,7 +108,8 @@ class Reorderer:
         ready = self.ready
         while ready:
             wm, owner = (None, None) if final else self._watermark()
-            if wm is not None and ready[0][0] >= wm:
+            # (a flat item whose key equals wm compares greater: it waits, as it must)
+            if wm is not None and ready[0] >= wm:
                 if len(ready) <= self.limit:
                     break
                 force = self.forcers.get(owner)
@@ -108,7 +118,9 @@ class Reorderer:
                     # the owner cannot give anything up: stop ordering on it
                     self.set_open(owner, None)
                 continue
-            key, _, ex = heappop(ready)
+            item = heappop(ready)
+            ex = item[_ITEM]
+            key = item[:4]
             if self.last_key is not None and key < self.last_key:
                 ex.problems.append("released out of capture order (reorder buffer limit)")
                 self.out_of_order += 1
