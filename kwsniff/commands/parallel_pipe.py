@@ -58,6 +58,11 @@ from kwsniff.output.summary import SummaryFormatter
 #: its exchanges in C the engine worker is the busier: on the whole chatty capture,
 #: 32 -> 1,032 and 874, 1,024 -> 895 and 821)
 SHARE = 1024
+#: an exchange whose frames hold more bytes is rendered by the engine worker (shipped as
+#: its line): copying it through the link and decoding its headers again costs more
+#: than rendering it where it is (its line reads a few headers; the copies are of every
+#: byte). Bulk benchmark capture (large frames), ...
+MAX_SHIP_BYTES = 16 << 10
 #: streams whose endpoints the render worker keeps (the engine worker sends them again
 #: after both forget them)
 MAX_STREAMS = 1 << 16
@@ -94,9 +99,12 @@ def owner(block: int) -> int:
 
 
 def shippable(ex: Exchange) -> bool:
-    """Whether the render worker can render ``ex`` from its frames (module contract)."""
+    """Whether the render worker can render ``ex`` from its frames (module contract)
+    and it is worth shipping: its two frames together hold at most
+    :data:`MAX_SHIP_BYTES`."""
     req, resp = ex.request, ex.response
-    return (req is not None and resp is not None and req.deferred is not None
+    return (req is not None and resp is not None
+            and len(req.raw) + len(resp.raw) <= MAX_SHIP_BYTES and req.deferred is not None
             and resp.deferred is not None and ex.status == PAIRED and ex.protocol == "kafka"
             and not ex.problems and not req.problems and not resp.problems
             and req.api_key in DEFERRABLE_APIS and resp.api_key == req.api_key

@@ -126,6 +126,31 @@ def test_shippable_exchanges() -> None:
     assert (0, True) in kinds and (3, False) in kinds and (18, False) in kinds
 
 
+def test_large_exchanges_are_rendered_where_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exchange whose frames hold more than MAX_SHIP_BYTES is not shipped (its line
+    is): the bytes are not copied through the link."""
+    engine = Engine(EngineOptions(defer_bodies=True))
+    with open_capture(str(CODECS)) as source:
+        exchanges = [ex for ex in engine.run(source) if parallel_pipe.shippable(ex)]
+    assert exchanges
+    sizes = sorted(len(ex.request.raw) + len(ex.response.raw) for ex in exchanges)
+    middle = sizes[len(sizes) // 2]
+    monkeypatch.setattr(parallel_pipe, "MAX_SHIP_BYTES", middle)
+    kept = [ex for ex in exchanges if parallel_pipe.shippable(ex)]
+    assert kept and len(kept) < len(exchanges)
+    assert all(len(ex.request.raw) + len(ex.response.raw) <= middle for ex in kept)
+
+
+@pytest.mark.parametrize("limit", [0, 300])
+def test_identical_whatever_is_shipped(capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+    monkeypatch.setattr(parallel, "BLOCK", 2)
+    monkeypatch.setattr(parallel_pipe, "MAX_SHIP_BYTES", limit)
+    for pcap in (GROUP, CODECS):
+        assert _run(capsys, ["decode", "-j", "2", str(pcap)]) == \
+            _run(capsys, ["decode", "-j", "1", str(pcap)])
+
+
 @pytest.mark.skipif(not LANE, reason="the pipeline needs the summary lane (field-decoder kernel)")
 @pytest.mark.parametrize("where", ["engine", "render"])
 def test_a_failing_worker_is_reported(capsys: pytest.CaptureFixture[str],
