@@ -703,6 +703,9 @@ def run_workers(args: argparse.Namespace, jobs: int, display_filter: DisplayFilt
     sys.stdout.flush()
     sys.stderr.flush()
     manager = active_manager()
+    # every worker runs an engine: imported once here, before the fork, the workers share
+    # it (each importing it after the fork costs ~25 ms of CPU)
+    import kwsniff.engine  # noqa: F401
     workers = _Workers()
     put = _text_writer(write)
     try:
