@@ -10,12 +10,12 @@ Contract:
   ``min(usable CPUs, AUTO_MAX_JOBS)`` where rendering dominates (``decode -V`` or
   ``-x``, ``export``) on uncompressed files of at least :data:`AUTO_MIN_BYTES`. Summary
   lines use ``min(usable CPUs, SUMMARY_MAX_JOBS)`` on uncompressed files of at least
-  :data:`SUMMARY_MIN_BYTES` whose first :data:`SUMMARY_SAMPLE_PACKETS` packets average
-  at most :data:`SUMMARY_MAX_MEAN_PACKET` bytes: two processes then run as a pipeline
-  (below; chatty benchmark capture 6.1 s -> 4.1 s wall, 1.2x the CPU), which loses
-  where packets are large (every frame crosses a pipe and few lines are made: bulk
-  capture 0.28 s -> 0.4-0.5 s). One process otherwise (compressed: every worker would
-  decompress the whole file). ``auto`` counts only CPUs idle when the run starts
+  :data:`SUMMARY_MIN_BYTES`: two processes then run as a pipeline (below; chatty
+  benchmark capture 6.1 s -> 4.1 s wall, 1.2x the CPU). Where exchanges are large the
+  pipeline renders them in the engine worker (``parallel_pipe.MAX_SHIP_BYTES``), so it
+  costs about what one process does (bulk capture, instructions: one process 2.96 G,
+  pipeline 2.88 G on the longer path, 3.0 G in all). One process otherwise
+  (compressed: every worker would decompress the whole file). ``auto`` counts only CPUs idle when the run starts
   (:func:`_idle_cpus`, measured over :data:`IDLE_WINDOW`): with one core busy
   elsewhere on a two-core machine it runs one process, never slower than ``-j 1``.
 * :func:`decode_in_parallel` and :func:`export_in_parallel` write exactly the output
@@ -91,12 +91,6 @@ AUTO_MAX_JOBS = 4
 #: ``auto`` for summary lines: at least this big a file, at most this many processes
 SUMMARY_MIN_BYTES = 64 << 20
 SUMMARY_MAX_JOBS = 2
-#: ... and only when the first packets are small on average: large packets carry few
-#: exchanges per byte, the engine is then nearly all the work and a second process is
-#: slower (bulk benchmark capture, 1,214 B per packet: 0.28 s against 0.4-0.5 s with the
-#: pipeline; chatty, 330 B: 4.1 s against 6.1 s)
-SUMMARY_MAX_MEAN_PACKET = 448
-SUMMARY_SAMPLE_PACKETS = 20_000
 #: seconds over which ``auto`` measures how many CPUs are idle (see :func:`_idle_cpus`)
 IDLE_WINDOW = 0.1
 #: consecutive exchanges one worker renders (one record, one write in the parent)
@@ -187,10 +181,8 @@ def decoding_jobs(args: argparse.Namespace, heavy: bool = True) -> int:
             # only cores that are idle now: on a busy machine the extra processes would
             # share a core with others and the run would take longer than on one
             jobs = min(jobs, max(1, int(_idle_cpus() + 0.5)))
-        if jobs > 1:
-            compressed, mean = _sample(args.capture, 0 if heavy else SUMMARY_SAMPLE_PACKETS)
-            if compressed or (not heavy and mean > SUMMARY_MAX_MEAN_PACKET):
-                return 1
+        if jobs > 1 and _compressed(args.capture):
+            return 1
     return max(1, jobs)
 
 
@@ -206,24 +198,15 @@ def _run_state_filter(expression: str | None) -> bool:
         return False        # the command reports the mistake itself
 
 
-def _sample(path: str, packets: int) -> tuple[bool, float]:
+def _compressed(path: str) -> bool:
     """Whether the capture is compressed (True too when it cannot be opened: the
-    one-process path then reports why), and the mean captured length of its first
-    ``packets`` packets (0.0 when none are read)."""
+    one-process path then reports why)."""
     from kwsniff.capture import open_capture
     try:
         with open_capture(path) as source:
-            if source.compression is not None:
-                return True, 0.0
-            n = total = 0
-            if packets:
-                for n, packet in enumerate(source, 1):
-                    total += len(packet[3])
-                    if n >= packets:
-                        break
-            return False, total / n if n else 0.0
+            return source.compression is not None
     except (OSError, CaptureError):
-        return True, 0.0
+        return True
 
 
 # ----------------------------------------------------------------------------- workers

@@ -151,17 +151,12 @@ def test_jobs_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert jobs(small) == 1                      # auto: summary lines of a small file
     monkeypatch.setattr(parallel, "SUMMARY_MIN_BYTES", 0)
     summary_jobs = min(parallel._usable_cpus(), parallel.SUMMARY_MAX_JOBS)
-    assert jobs(small) == summary_jobs           # its packets average 134 bytes
+    assert jobs(small) == summary_jobs           # whatever its packets' sizes
     assert jobs(str(packed)) == 1                # auto: compressed
-    # large packets: summary lines in one process (-V still in several)
-    monkeypatch.setattr(parallel, "SUMMARY_MAX_MEAN_PACKET", 134)
-    assert jobs(small) == 1
-    assert jobs("-V", small) == auto
     assert jobs("-j", "2", small) == 2           # an explicit -j is obeyed
-    monkeypatch.setattr(parallel, "SUMMARY_MAX_MEAN_PACKET", 135)
-    assert jobs(small) == summary_jobs
     monkeypatch.setattr(parallel, "SUMMARY_MIN_BYTES", TANSU.stat().st_size + 1)
     assert jobs(small) == 1
+    assert jobs("-V", small) == auto
 
 
 def test_jobs_auto_on_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,18 +186,12 @@ def test_idle_cpus_is_bounded() -> None:
     assert 0.0 <= n <= parallel._usable_cpus()
 
 
-def test_sampled_mean_packet_length(tmp_path: Path) -> None:
-    from kwsniff.capture import open_capture
-
-    with open_capture(str(TANSU)) as source:
-        sizes = [len(p[3]) for p in source]
-    assert parallel._sample(str(TANSU), 10) == (False, sum(sizes[:10]) / 10)
-    assert parallel._sample(str(TANSU), 10**6) == (False, sum(sizes) / len(sizes))
-    assert parallel._sample(str(TANSU), 0) == (False, 0.0)
-    empty = tmp_path / "empty.pcap"
-    empty.write_bytes(TANSU.read_bytes()[:24])   # the file header only
-    assert parallel._sample(str(empty), 10) == (False, 0.0)
-    assert parallel._sample(str(tmp_path / "missing.pcap"), 10) == (True, 0.0)
+def test_compressed_captures_are_recognised(tmp_path: Path) -> None:
+    packed = tmp_path / "t.pcap.gz"
+    packed.write_bytes(gzip.compress(TANSU.read_bytes()))
+    assert parallel._compressed(str(TANSU)) is False
+    assert parallel._compressed(str(packed)) is True
+    assert parallel._compressed(str(tmp_path / "missing.pcap")) is True
 
 
 @pytest.mark.parametrize("how", ["exception", "signal"])
