@@ -8,3 +8,5 @@ from kwsniff.kafka.model cimport KafkaMessage
 cpdef KafkaMessage header_request(raw)
 @cython.locals(msg=KafkaMessage)
 cpdef KafkaMessage header_response(raw, api_key, api_version)
+@cython.locals(by_version=dict)
+cpdef bint deferrable(api_key, kind, version)

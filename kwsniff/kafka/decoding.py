@@ -75,18 +75,24 @@ def header_response(raw: bytes, api_key: int | None, api_version: int | None) ->
 #: (never to pair, detect, learn or count): deferrable where no ``TopicId`` is in them
 DEFERRABLE_APIS = frozenset({0, 1, 2, 8, 9, 12})  # Produce Fetch ListOffsets OffsetCommit
 #                                                  # OffsetFetch Heartbeat
-_deferrable: dict[tuple[int, str, int], bool] = {}
+# answers by kind, then api key, then version (int keys: this runs for every message,
+# and a tuple key costs more to make, hash and compare); _deferrable_count bounds them
+_deferrable: dict[str, dict[int, dict[int, bool]]] = {REQUEST: {}, RESPONSE: {}}
+_deferrable_count = [0]
 
 
 def deferrable(api_key: int, kind: str, version: int) -> bool:
     """Whether a ``kind`` body of ``api_key`` v``version`` may be decoded later (see
     :func:`complete`): an API of :data:`DEFERRABLE_APIS` in a version without topic ids."""
-    k = (api_key, kind, version)
-    known = _deferrable.get(k)
-    if known is None:
-        known = api_key in DEFERRABLE_APIS and not has_topic_ids(api_key, kind, version)
-        if len(_deferrable) < 4096:         # garbage versions must not grow it
-            _deferrable[k] = known
+    by_version = _deferrable[kind].get(api_key)
+    if by_version is not None:
+        known = by_version.get(version)
+        if known is not None:
+            return known
+    known = api_key in DEFERRABLE_APIS and not has_topic_ids(api_key, kind, version)
+    if _deferrable_count[0] < 4096:         # garbage versions must not grow it
+        _deferrable_count[0] += 1
+        _deferrable[kind].setdefault(api_key, {})[version] = known
     return known
 
 

@@ -8,6 +8,7 @@ from kwsniff.kafka.model cimport KafkaMessage
 cdef class _Plan:
     cdef public object header_version, header_name, header_fn, body_fn, missing, vendor
 
+@cython.locals(by_version=dict, plan=_Plan)
 cpdef _Plan _plan(kind, api_key, version)
 cpdef _header(KafkaMessage msg, _Plan plan)
 cpdef _body(KafkaMessage msg, fn, missing, kind, version, pos, vendor=*)

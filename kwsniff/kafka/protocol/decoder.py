@@ -168,7 +168,9 @@ class _Plan:
         self.vendor = vendor            # a vendor extension decodes the body
 
 
-_plans: dict[tuple[int, int, str], _Plan] = {}
+# plans by api key, then version: request and response plans apart (int keys: this
+# lookup runs for every message, and a tuple key costs more to make, hash and compare)
+_plans: dict[str, dict[int, dict[int, _Plan]]] = {REQUEST: {}, RESPONSE: {}}
 _vendor_plans: dict[tuple[int, int, str], _Plan] = {}
 MAX_VENDOR_PLANS = 4096
 
@@ -207,10 +209,11 @@ def _vendor_plan(kind: str, api_key: int, version: int) -> _Plan | None:
 
 
 def _plan(kind: str, api_key: int, version: int) -> _Plan:
-    key = (api_key, version, kind)
-    plan = _plans.get(key)
-    if plan is not None:
-        return plan
+    by_version = _plans[kind].get(api_key)
+    if by_version is not None:
+        plan = by_version.get(version)
+        if plan is not None:
+            return plan
     if kind == REQUEST:
         hv, hname = request_header_version(api_key, version), "RequestHeader"
     else:
@@ -233,7 +236,7 @@ def _plan(kind: str, api_key: int, version: int) -> _Plan:
                        f"(kwsniff decodes {known})")
     plan = _Plan(hv, hname, struct_decoder(hname, hv), body_fn, missing)
     if body_fn is not None:   # cache only real versions: memory stays bounded on garbage
-        _plans[key] = plan
+        _plans[kind].setdefault(api_key, {})[version] = plan
     return plan
 
 
