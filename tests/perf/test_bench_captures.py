@@ -91,3 +91,23 @@ def test_api_caps_stay_within_kafka_2_5() -> None:
     # Kafka 2.5's highest versions of the capped APIs (what tshark 4.0 decodes)
     kafka_2_5 = {0: 8, 1: 11, 2: 5, 3: 9, 8: 8, 22: 3}
     assert apicaps.KAFKA_2_5_MAX == kafka_2_5
+
+
+def _exchange(index: int, status: str, request: list[int] | None,
+              response: list[int] | None) -> dict:
+    return {"index": index, "api_name": "Fetch", "api_version": 11, "status": status,
+            "request_frames": request, "response_frames": response,
+            "problems": ["something"]}
+
+
+def test_agree_explains_kwsniff_problems_by_tshark_marks_only() -> None:
+    import agree
+
+    marked = {20}
+    tshark_pairs = {(10, 20), (30, 40), (50, 60)}
+    exchanges = [_exchange(1, "paired", [10, 10], [20, 20]),       # tshark marks it too
+                 _exchange(2, "unanswered", [70, 70], None),       # cut off for both
+                 _exchange(3, "paired", [30, 30], [40, 40]),       # tshark sees no fault
+                 _exchange(4, "unanswered", [50, 50], None)]       # tshark has a response
+    alone = agree.unexplained(exchanges, marked, tshark_pairs)
+    assert [line.split()[1] for line in alone] == ["3", "4"]
