@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Build the benchmark captures (bulk, chatty) from real Kafka software.
+"""Build the benchmark captures (bulk, chatty, mixed) from real Kafka software.
 
     .venv/bin/python benchmarks/captures.py              # build what is missing or stale
-    .venv/bin/python benchmarks/captures.py --force      # rebuild both
+    .venv/bin/python benchmarks/captures.py --force      # rebuild all three
     .venv/bin/python benchmarks/captures.py --only chatty
 
 Each capture is written to ``benchmarks/data/<name>.pcap`` with ``<name>.json`` beside
@@ -37,10 +37,16 @@ from pcapgen import netns  # noqa: E402
 
 #: bump when a scenario changes in a way the parameters do not show
 GENERATOR_VERSION = 2
-NAMES = ("bulk", "chatty")
-#: what a finished capture must satisfy (the issue's definition of the two captures)
-LIMITS = {"bulk": {"min_bytes": 120_000_000, "max_bytes": 200_000_000, "min_records": 100_001},
-          "chatty": {"min_packets": 1_000_000}}
+NAMES = ("bulk", "chatty", "mixed")
+#: what a finished capture must satisfy (the issues' definitions of the captures): size
+#: in bytes, records produced, packets, and the average capture rate (file bytes per
+#: second of capture, MB/s)
+LIMITS: dict[str, dict[str, Any]] = {
+    "bulk": {"min_bytes": 120_000_000, "max_bytes": 200_000_000, "min_records": 100_001},
+    "chatty": {"min_packets": 1_000_000},
+    "mixed": {"min_bytes": 120_000_000, "max_bytes": 200_000_000, "min_records": 30_000,
+              "min_mb_per_s": 1.5, "max_mb_per_s": 4.0},
+}
 
 
 class CaptureBuildError(RuntimeError):
@@ -52,6 +58,8 @@ def scenario(name: str) -> ModuleType:
         from capgen import bulk as mod
     elif name == "chatty":
         from capgen import chatty as mod
+    elif name == "mixed":
+        from capgen import mixed as mod
     else:
         raise CaptureBuildError(f"unknown benchmark capture {name!r}")
     return mod
@@ -96,6 +104,11 @@ def _check(name: str, facts: dict[str, Any]) -> None:
         problems.append(f"only {facts['records_produced']} records")
     if facts["tcpdump_captured"] < lim.get("min_packets", 0):
         problems.append(f"only {facts['tcpdump_captured']} packets")
+    if "min_mb_per_s" in lim:
+        rate = facts["file_size"] / 1e6 / max(facts["duration_s"], 1e-9)
+        if not lim["min_mb_per_s"] <= rate <= lim["max_mb_per_s"]:
+            problems.append(f"{rate:.2f} MB/s outside "
+                            f"[{lim['min_mb_per_s']}, {lim['max_mb_per_s']}]")
     if problems:
         raise CaptureBuildError(f"{name}: " + "; ".join(problems))
 
@@ -105,7 +118,7 @@ def _child(name: str, out: Path) -> int:
     from capgen.session import CaptureSession
 
     mod = scenario(name)
-    netns.setup_loopback()
+    netns.setup_loopback(getattr(mod, "LOOPBACK_MTU", netns.LOOPBACK_MTU))
     pcap, meta = paths(name, out)
     part = out / f".{name}.pcap.part"
     try:

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""kwsniff against tshark on two benchmark captures of real Kafka traffic.
+"""kwsniff against tshark on three benchmark captures of real Kafka traffic.
 
     .venv/bin/python benchmarks/run.py                  # everything (builds captures first)
     .venv/bin/python benchmarks/run.py --runs 5 --only chatty
     .venv/bin/python benchmarks/run.py --pairs summary --no-tshark
 
 Builds (once, see ``benchmarks/captures.py``) the *bulk* capture (~150 MB, every codec,
-large frames, >100,000 records) and the *chatty* capture (>= 1,000,000 small packets),
-then runs on the same files, ``--runs`` times each, interleaved (one of each command per
-round, so load changes hit every command alike):
+large frames, >100,000 records), the *chatty* capture (>= 1,000,000 small packets) and
+the *mixed* capture (~150 MB, a minute of ~2.5 MB/s producer and consumer-group
+traffic), then runs on the same files, ``--runs`` times each, interleaved (one of each
+command per round, so load changes hit every command alike):
 
 * ``cat FILE > /dev/null`` (the floor),
 * ``kwsniff decode`` (summary), ``kwsniff decode -V``, ``kwsniff export``,

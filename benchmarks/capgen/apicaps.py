@@ -23,6 +23,7 @@ KAFKA_2_5_MAX: dict[int, int] = {
     2: 5,    # ListOffsets (v7)
     3: 9,    # Metadata (v13)
     8: 8,    # OffsetCommit (v9)
+    22: 3,   # InitProducerId (v4; idempotent producers of the mixed capture)
 }
 #: APIs the mock knows that Kafka 2.5 did not have (not advertised)
 NEWER_APIS = (60, 68, 71, 72)   # DescribeCluster, ConsumerGroupHeartbeat, telemetry

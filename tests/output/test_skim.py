@@ -283,7 +283,7 @@ def test_real_traffic_goes_through_the_lane() -> None:
 BENCH = ROOT / "benchmarks" / "data"
 
 
-@pytest.mark.parametrize("name", ["chatty", "bulk"])
+@pytest.mark.parametrize("name", ["chatty", "bulk", "mixed"])
 def test_benchmark_captures_identical_without_the_lane(capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        name: str) -> None:
@@ -292,7 +292,8 @@ def test_benchmark_captures_identical_without_the_lane(capsys: pytest.CaptureFix
     pcap = BENCH / f"{name}.pcap"
     if not pcap.exists():
         pytest.skip(f"{pcap} is not built (benchmarks/captures.py)")
-    ports = {"chatty": ["39092", "39093", "39094"], "bulk": ["29092", "29093", "29094"]}[name]
+    ports = {"chatty": ["39092", "39093", "39094"], "bulk": ["29092", "29093", "29094"],
+             "mixed": ["49092", "49093", "49094"]}[name]
     argv = ["decode", "-j", "1", "-c", "20000", *[a for p in ports for a in ("-p", p)],
             str(pcap)]
     lane = _cli(capsys, argv)

@@ -80,6 +80,7 @@ def _prefix(src: Path, packets: int, dst: Path) -> Path:
 @pytest.mark.parametrize("name,ports,packets", [
     ("bulk", (29092, 29093, 29094), 30_000),
     ("chatty", (39092, 39093, 39094), 60_000),
+    ("mixed", (49092, 49093, 49094), 40_000),
 ])
 def test_modes_agree_on_benchmark_captures(tmp_path: Path, name: str,
                                            ports: tuple[int, ...], packets: int) -> None:
