@@ -223,17 +223,18 @@ _EXCH = re.compile(r"^(\d+) exchanges? \(\d+ shown\) in \d+ Kafka connections?: 
 
 
 def replay_once(pcap: Path, ports: list[int], rate: str, live_args: list[str],
-                ns_name: str) -> dict[str, Any]:
-    """One replay at ``rate`` (packets/s or ``max``) into ``kwsniff live``; its counters."""
+                ns_name: str, tree: Path = ROOT) -> dict[str, Any]:
+    """One replay at ``rate`` (packets/s or ``max``) into ``kwsniff live`` (of the
+    source tree ``tree``); its counters."""
     cmd = [sys.executable, "-m", "kwsniff", "live", "-i", VETH_RX, "-q"]
     for port in ports:
         cmd += ["-p", str(port)]
     cmd += live_args
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(tree))
     load_before = os.getloadavg()
     with Namespace(ns_name) as ns:
         proc = subprocess.Popen(ns.exec(cmd), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=tree)
         try:
             assert proc.stderr is not None
             banner = proc.stderr.readline()
@@ -307,7 +308,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="packets/s to replay at, comma-separated (max: --topspeed)")
     ap.add_argument("--live-args", default="",
                     help='extra arguments of kwsniff live, e.g. "-B 4"')
+    ap.add_argument("--tree", action="append", default=[],
+                    help="kwsniff source tree to run (repeatable: each rate runs every "
+                         "tree in turn, for comparisons; default this one)")
     args = ap.parse_args(argv)
+    trees = [Path(t).resolve() for t in args.tree] or [ROOT]
     why = missing_requirements()
     if why:
         print(f"bench_live_replay: {why}", file=sys.stderr)
@@ -330,8 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         reference = file_reference(pcap, ports)
         print(json.dumps({"file": args.pcap, "packets": n, "reference": reference}), flush=True)
         for rate in args.rates.split(","):
-            result = replay_once(pcap, ports, rate.strip(), args.live_args.split(), ns_name)
-            print(json.dumps(verdict(result, reference)), flush=True)
+            for tree in trees:
+                result = replay_once(pcap, ports, rate.strip(), args.live_args.split(),
+                                     ns_name, tree)
+                if len(trees) > 1:
+                    result["tree"] = str(tree)
+                print(json.dumps(verdict(result, reference)), flush=True)
     return 0
 
 
