@@ -14,7 +14,7 @@ import pytest
 from live_helpers import ROOT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_live_replay as replay  # noqa: E402
+import bench_live_replay as replay
 
 PCAP = ROOT / "pcaps" / "rdkafka-consumer-group.pcap"   # 3-broker mock cluster, 530 packets
 PORTS = [19092, 19093, 19094]
