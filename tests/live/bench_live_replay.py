@@ -28,7 +28,8 @@ per rate, the script
 One JSON line per rate: the rate tcpreplay reached, packets seen, kernel drops
 (libpcap's ``ps_drop``), exchanges and their statuses against the file's, problems,
 gap bytes, kwsniff's CPU seconds, the load average, and ``ok`` (no drop and the same
-counts as the file).
+counts as the file); ``--runs N`` replays each rate N times. The last line gives the
+highest rate whose every run was ``ok``.
 """
 
 from __future__ import annotations
@@ -310,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="packets/s to replay at, comma-separated (max: --topspeed)")
     ap.add_argument("--live-args", default="",
                     help='extra arguments of kwsniff live, e.g. "-B 4"')
+    ap.add_argument("--runs", type=int, default=1,
+                    help="replays per rate (the machine's load varies; default 1)")
     ap.add_argument("--tree", action="append", default=[],
                     help="kwsniff source tree to run (repeatable: each rate runs every "
                          "tree in turn, for comparisons; default this one)")
@@ -336,13 +339,22 @@ def main(argv: list[str] | None = None) -> int:
         n = slice_pcap(Path(args.pcap), pcap, args.packets)
         reference = file_reference(pcap, ports)
         print(json.dumps({"file": args.pcap, "packets": n, "reference": reference}), flush=True)
-        for rate in args.rates.split(","):
-            for tree in trees:
-                result = replay_once(pcap, ports, rate.strip(), args.live_args.split(),
-                                     ns_name, tree)
-                if len(trees) > 1:
-                    result["tree"] = str(tree)
-                print(json.dumps(verdict(result, reference)), flush=True)
+        failed: dict[str, set[str]] = {str(t): set() for t in trees}
+        passed: dict[str, set[str]] = {str(t): set() for t in trees}
+        for rate in [r.strip() for r in args.rates.split(",")]:
+            for _ in range(args.runs):
+                for tree in trees:
+                    result = replay_once(pcap, ports, rate, args.live_args.split(),
+                                         ns_name, tree)
+                    if len(trees) > 1:
+                        result["tree"] = str(tree)
+                    print(json.dumps(verdict(result, reference)), flush=True)
+                    (passed if result["ok"] else failed)[str(tree)].add(rate)
+        for tree in trees:
+            clean = [r for r in passed[str(tree)] - failed[str(tree)] if r != "max"]
+            print(json.dumps({"tree": str(tree), "runs_per_rate": args.runs,
+                              "highest_rate_ok_every_run": max(map(int, clean), default=None)}),
+                  flush=True)
     return 0
 
 
