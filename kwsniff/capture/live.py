@@ -36,6 +36,7 @@ from types import TracebackType
 
 from kwsniff.capture import libpcap
 from kwsniff.capture.linktypes import linktype_name
+from kwsniff.capture.pcap import PcapWalker
 from kwsniff.errors import CaptureError
 
 PacketTuple = tuple[int, float, int, bytes, int]
@@ -51,8 +52,9 @@ LINKTYPE_LINUX_SLL = 113
 LINKTYPE_LINUX_SLL2 = 276
 # DLT values that differ from their LINKTYPE value (pcap-common.c); the rest are equal.
 _DLT_TO_LINKTYPE = {12: 101, 11: 100}
-# pcap savefile record header: ts_sec, ts_usec, caplen, len (host byte order)
-_REC = struct.Struct("=IIII")
+# pcap savefile header in host byte order, microsecond timestamps (what pcap_dump
+# writes): magic, version 2.4, zone, sigfigs, snaplen, linktype
+_FILE_HEADER = struct.Struct("=IHHiIII")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,7 @@ class LiveSource:
         self._handle: int | None = None
         self._final_stats: LiveStats | None = None
         self._reader: libpcap.BatchReader | None = None
+        self._walker: PcapWalker | None = None
         self._handle = self._activate(interface, snaplen, buffer_mib, promisc, immediate,
                                       timeout_ms, datalink)
         try:
@@ -156,6 +159,9 @@ class LiveSource:
             if lib.pcap_setnonblock(self._handle, 1, errbuf) != 0:
                 raise CaptureError(f"cannot capture on {interface}: {libpcap.text(errbuf.value)}")
             self._reader = libpcap.BatchReader(self._handle, self.snaplen)
+            # the batches are pcap records: cut by the file reader's walker (one source)
+            self._walker = PcapWalker(_FILE_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0,
+                                                        self.snaplen, self.linktype))
             self._fd = lib.pcap_get_selectable_fd(self._handle)
             if self._fd < 0:
                 raise CaptureError(f"cannot capture on {interface}: no selectable descriptor")
@@ -252,21 +258,13 @@ class LiveSource:
         if overflowed:
             self.problems.append(f"batch buffer overflow after frame {self.packets}: "
                                  "packets may be cut short")
-        # Hot path: one pass over the pcap records of the batch.
-        out: list[PacketTuple] = []
-        append = out.append
-        unpack_from = _REC.unpack_from
-        linktype = self.linktype
-        frame = self.packets
-        end = len(records)
-        off = 0
-        while off + 16 <= end:
-            sec, usec, caplen, length = unpack_from(records, off)
-            off += 16
-            frame += 1
-            append((frame, sec + usec * 1e-6, linktype, records[off:off + caplen], length))
-            off += caplen
-        self.packets = frame
+        walker = self._walker
+        walker._frame = self.packets
+        out: list[PacketTuple] = list(walker.walk(records, 0, len(records)))
+        self.packets = walker._frame
+        if walker.error is not None:     # (libpcap wrote it: cannot happen)
+            self.problems.append(f"batch after frame {self.packets}: {walker.error}")
+            walker.error = None
         return out
 
     def _fail(self, detail: str) -> None:

@@ -299,8 +299,9 @@ def run(args: argparse.Namespace) -> int:
             packets_out = PacketWriter(args.write, source.linktype, source.snaplen,
                                        args.interface)
             stack.callback(packets_out.close)
-        # summary lines only (no -o export, which reads every body): the summary lane
-        lane = not args.quiet and not args.output and summary_lane(args, display_filter)
+        # summary lines or nothing printed (-q), no -o export (which reads every body):
+        # the summary lane, which gives the same lines and counters
+        lane = not args.output and summary_lane(args, display_filter)
         options = _engine_options(args, ports)
         options.defer_bodies = lane
         decoder = LiveDecoder(options,

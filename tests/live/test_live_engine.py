@@ -59,7 +59,7 @@ def _live_lines(pcap: Path, lane: bool) -> list[str]:
     import io
 
     from kwsniff.output.color import palette_for
-    from kwsniff.output.pipeline import Selection
+    from kwsniff.output.pipeline import Selection, run_counters
     from kwsniff.output.skim import SummaryLane
     from kwsniff.output.summary import SummaryFormatter
 
@@ -78,13 +78,18 @@ def _live_lines(pcap: Path, lane: bool) -> list[str]:
     lines = [fmt.format(ex, facts) for ex, facts in selection(live.run(batches()))]
     if lane:
         assert selection.lane.tried == 0 or selection.lane.taken > 0
-    return lines + [f"problems {selection.problems}"]
+    # the end-of-capture counters too (`kwsniff live -q` prints only those, also
+    # through the lane)
+    counters = run_counters(live.engine.summary, (), selection.problems)
+    return lines + [f"problems {selection.problems}", repr(sorted(counters.items())),
+                    repr(sorted(live.engine.summary.exchanges.items()))]
 
 
 @pytest.mark.parametrize("pcap", PCAPS, ids=lambda p: p.name)
 def test_summary_lane_lines_are_the_full_ones(pcap: Path) -> None:
-    """``kwsniff live`` prints summary lines through the summary lane (no -o, -V, -x or
-    filter): the same lines as the full decoding, in the same (completion) order."""
+    """``kwsniff live`` prints summary lines (or, with -q, nothing) through the summary
+    lane (no -o, -V, -x or filter): the same lines as the full decoding, in the same
+    (completion) order, and the same end-of-capture counters."""
     from kwsniff.output.skim import SummaryLane
     if not SummaryLane.available():
         pytest.skip("the summary lane needs the field-decoder kernel")
