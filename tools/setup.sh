@@ -11,7 +11,8 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 if command -v apt-get >/dev/null 2>&1; then
-  pkgs=(libpcap0.8 tcpdump tshark)
+  pkgs=(libpcap0.8 tcpdump tshark tcpreplay iproute2)
+  # (tcpreplay and ip: the live replay test, tests/live/test_live_replay.py)
   # a C compiler and the interpreter's headers build the optional compiled parts
   # (the C kernels and Cython modules of kwsniff/_compiled.py); without them kwsniff
   # runs its pure-Python path, with identical output
@@ -30,7 +31,7 @@ if command -v apt-get >/dev/null 2>&1; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
   fi
 else
-  echo "setup: apt-get not found; install libpcap, tcpdump, tshark and a Java 17+ runtime yourself" >&2
+  echo "setup: apt-get not found; install libpcap, tcpdump, tshark, tcpreplay, iproute2 and a Java 17+ runtime yourself" >&2
 fi
 
 "$PYTHON" - <<'PY'
