@@ -3,10 +3,11 @@ cimport cython
 # chain of extension types (attributes: conv_release.pxd); its per-frame methods are
 # called through the vtable and read the frame's fields as C struct fields.
 from kwsniff.kafka.conv_resync cimport ResyncChecks
-from kwsniff.kafka.framing cimport Frame
+from kwsniff.kafka.framing cimport Frame, Framer
 from kwsniff.kafka.model cimport KafkaMessage, Exchange
 
 cdef class Conversation(ResyncChecks):
+    @cython.locals(framer=Framer)
     cpdef data(self, d, offset, data, frame, ts)
     @cython.locals(f=Frame)
     cpdef _frames(self, d, list frames)

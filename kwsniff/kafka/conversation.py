@@ -133,7 +133,8 @@ class Conversation(ResyncChecks):
         state = self.state
         if state == TLS or state == OTHER:
             return
-        frames = self.framers[d].data(offset, data, frame, ts)
+        framer = self.framers[d]
+        frames = framer.data(offset, data, frame, ts)
         if frames is QUIET and state != UNDECIDED:
             return                  # a partial frame grew: nothing to pair or release
         if state == UNDECIDED:

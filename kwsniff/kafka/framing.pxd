@@ -24,3 +24,8 @@ cdef class Framer:
     cdef public object _fill_end, _fill_frame, last_offset, frames_cut, resyncs
     cdef public object first_offset, probation, held, held_start, seq_offset, _look
     cdef public object want_end, guard
+
+    # the per-segment path: C calls through the vtable (a subclass may still override)
+    cpdef data(self, offset, data, frame, ts)
+    cpdef extend(self, offset, data, frame, ts)
+    cpdef _fast(self, offset, data, frame, ts)
