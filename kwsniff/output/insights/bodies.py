@@ -86,8 +86,16 @@ class ExportedBatch:
     summary, :func:`kwsniff.output.jsonl.batch_header`), with the attribute names of
     :class:`kwsniff.kafka.records.Batch` that the insights read."""
 
-    __slots__ = ("base_offset", "last_offset_delta", "record_count", "producer_id",
-                 "producer_epoch", "base_sequence", "control", "truncated")
+    __slots__ = (
+        "base_offset",
+        "base_sequence",
+        "control",
+        "last_offset_delta",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "truncated",
+    )
 
     def __init__(self, header: dict[str, Any]) -> None:
         for name in self.__slots__:

@@ -31,7 +31,7 @@ NO_RESPONSE = frozenset({"unanswered", "no_response_expected"})
 
 
 class ExportedMessage:
-    __slots__ = ("body", "ts_first", "ts_last", "deferred")
+    __slots__ = ("body", "deferred", "ts_first", "ts_last")
 
     def __init__(self, body: Any, ts_first: float | None, ts_last: float | None) -> None:
         self.body = body
@@ -41,8 +41,18 @@ class ExportedMessage:
 
 
 class ExportedExchange:
-    __slots__ = ("api_key", "protocol", "stream", "client", "client_id", "correlation_id",
-                 "index", "ts", "request", "response")
+    __slots__ = (
+        "api_key",
+        "client",
+        "client_id",
+        "correlation_id",
+        "index",
+        "protocol",
+        "request",
+        "response",
+        "stream",
+        "ts",
+    )
 
     def __init__(self, **fields: Any) -> None:
         for name in self.__slots__:
