@@ -461,7 +461,7 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     result.counts = counts
     result.sections = [overview] + [sections[spec[1]] for spec in SUMMARY]
     if all(sections[name].total == 0 for name in INSIGHT_SECTIONS):
-        note = [(line,) for line in textwrap.wrap(NO_INSIGHTS, 48)]
+        note = [(line,) for line in textwrap.wrap(NO_INSIGHTS, 48, break_on_hyphens=False)]
         result.sections.append(Section("Insights", ["note"], note, len(note)))
     result.summary = render_text(result.sections)
     if out is None:

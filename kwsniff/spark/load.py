@@ -9,10 +9,11 @@ Contract:
   and returns an :class:`Exports`:
 
   * ``exchanges`` — one row per exchange line (columns of :data:`EXCHANGE_COLUMNS`;
-    ``run`` is the capture run the exchange belongs to — one clock, one numbering of
-    ``index``/``stream``: the export's ``capture``, and for Parquet the directory it
-    was read from, the ``spark-decode`` output for its ``exchanges`` table, as
-    spark-decode numbers all its files as one capture);
+    ``source`` and ``run`` say which capture run the exchange belongs to — one clock,
+    one numbering of ``index``/``stream``: for JSON Lines the export file and its
+    ``capture``, for Parquet the directory it was read from (the ``spark-decode``
+    output for its ``exchanges`` table, as spark-decode numbers all its files as one
+    capture), the same value twice);
     ``request``/``response`` keep their JSON text only for the APIs the analyses parse
     (:data:`BODY_APIS`; responses also when they carry error codes; others are null to
     keep the cache small);
@@ -73,7 +74,7 @@ EXCHANGE_COLUMNS = (
     "api_key", "api_name", "api_version", "correlation_id", "client_id", "status",
     "request", "response", "topics", "error_codes", "error_names", "record_count",
     "request_bytes", "response_bytes", "protocol", "partitions", "groups", "problem_count",
-    "run",
+    "source", "run",
 )
 RECORD_COLUMNS = (
     "capture", "exchange", "api_key", "side", "topic", "partition", "offset", "timestamp",
@@ -164,10 +165,12 @@ def _body(col: str) -> Any:
     return F.when(keep, F.col(col)).alias(col)
 
 
-def _exchange_projection(columns: set[str], run: Any) -> list[Any]:
+def _exchange_projection(columns: set[str], source: Any, run: Any) -> list[Any]:
     out = []
     for name in EXCHANGE_COLUMNS:
-        if name == "run":
+        if name == "source":
+            out.append(source.alias(name))
+        elif name == "run":
             out.append(run.alias(name))
         elif name in ("request", "response"):
             out.append(_body(name))
@@ -240,7 +243,8 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
             F.when(F.col(CORRUPT).isNotNull(), _corrupt_kind())
              .when(F.col("schema").isNull() | (F.col("schema") != SCHEMA_ID), F.lit("_foreign"))
              .otherwise(F.col("kind")).alias("kind"),
-            *_exchange_projection(cols, F.col("capture")), *_record_projection(cols)))
+            *_exchange_projection(cols, F.input_file_name(), F.col("capture")),
+            *_record_projection(cols)))
     if parquet:
         want = exchange_schema()
         raw = spark.read.parquet(*parquet)
@@ -253,7 +257,7 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
                              for f in want.fields if f.name in have])
         cols = set(typed.columns)
         parts.append(typed.select(F.lit("exchange").alias("kind"),
-                                  *_exchange_projection(cols, _parquet_run()),
+                                  *_exchange_projection(cols, _parquet_run(), _parquet_run()),
                                   *_record_projection(set())))
     base = parts[0]
     for extra in parts[1:]:

@@ -44,16 +44,18 @@ def test_the_job_reads_every_api_the_collector_reads_with_its_body() -> None:
 
 def test_two_captures_are_never_joined(tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """The same capture twice under two names: each gets its own report, equal to
-    ``stats --insights`` of the capture (joined, every batch would be delivered twice
-    and the offsets of one would answer the Produce requests of the other)."""
+    """The same capture twice, under two names and under one name in two export files:
+    each run gets its own report, equal to ``stats --insights`` of the capture (joined,
+    every batch would be delivered twice and the offsets of one would answer the Produce
+    requests of the other)."""
     rows = _export(tmp_path, "insights-groups", capsys)
     want = _stats("insights-groups", capsys)
-    fed = [{**{c: r.get(c) for c in COLUMNS}, "run": run}
-           for run in ("a.pcap", "b.pcap") for r in rows if r["api_key"] in WANTED]
+    runs = [("a.pcap", "x.jsonl"), ("b.pcap", "x.jsonl"), ("b.pcap", "y.jsonl")]
+    fed = [{**{c: r.get(c) for c in COLUMNS}, "run": run, "source": source}
+           for run, source in runs for r in rows if r["api_key"] in WANTED]
     reports = list(collect_reports(fed))
-    assert [c for c, _ in reports] == ["a.pcap", "b.pcap"]
-    for _capture, report in reports:
+    assert [(c, s) for c, s, _ in reports] == runs
+    for _capture, _source, report in reports:
         assert json.loads(report) == want
 
 
@@ -87,6 +89,9 @@ def test_table_rows_are_the_report_values(capsys: pytest.CaptureFixture[str]) ->
     assert all(table_rows(n, "c", empty) == [] for n in SCHEMAS)
     odd = {"producers": [{"producer_id": "x", "epochs": "no", "errors": {"E": 2},
                           "written_twice": [{"offsets": [1, None, "2"]}]}]}
-    [row] = table_rows("producer_health", "c", odd)
-    assert row[1] is None and row[2] is None and row[-2:] == (2, {"E": 2})
+    [row] = table_rows("producer_health", "c", odd, "s")
+    health = dict(zip(names["producer_health"], row))
+    assert (health["capture"], health["source"]) == ("c", "s")
+    assert health["producer_id"] is None and health["epochs"] is None
+    assert (health["error_count"], health["errors"]) == (2, {"E": 2})
     assert table_rows("producer_duplicates", "c", odd)[0][-1] == [1, None, None]

@@ -40,10 +40,9 @@ def stats_reports() -> dict[str, dict[str, Any]]:
 
 
 def _of(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    mine = [r for r in rows if r["capture"].endswith(f"/{name}.pcap")]
-    for r in mine:
-        r.pop("capture")
-    return mine
+    """The rows of capture ``name``, copied without their ``capture`` and ``source``."""
+    return [{k: v for k, v in r.items() if k not in ("capture", "source")} for r in rows
+            if r["capture"].endswith(f"/{name}.pcap")]
 
 
 def _key(row: dict[str, Any]) -> str:
@@ -103,7 +102,7 @@ def test_every_capture_equals_its_stats_report(tables, stats_reports, table: str
     compared = 0
     for name, report in stats_reports.items():
         want = _expected(report)[table]
-        got = _of([dict(r) for r in tables[table]], name)
+        got = _of(tables[table], name)
         _same(got, want)
         compared += len(want)
     assert compared > 0, table
@@ -146,9 +145,9 @@ def test_summary_and_charts_show_the_insights(analysis, analysis_out: Path) -> N
 
 def test_captures_analysed_together_are_not_joined(spark, export_dir: Path,
                                                    stats_reports, tmp_path: Path) -> None:
-    """The same export under two capture names, analysed together: the offsets and
-    times of one would match the other's exactly, so any join across captures would
-    show (batches delivered twice, e2e latencies between the copies)."""
+    """The same export twice (two files, the same capture name), analysed together: the
+    offsets and times of one would match the other's exactly, so any join across them
+    would show (batches delivered twice, e2e latencies between the copies)."""
     from kwsniff.spark.analyze import run_analysis
 
     lines = (export_dir / "insights-groups.jsonl").read_text(encoding="utf-8").splitlines()
@@ -156,7 +155,7 @@ def test_captures_analysed_together_are_not_joined(spark, export_dir: Path,
         with open(tmp_path / f"{copy}.jsonl", "w", encoding="utf-8") as fh:
             for line in lines:
                 obj = json.loads(line)
-                obj["capture"] = f"/copy-{copy}/insights-groups.pcap"
+                obj["capture"] = "-"          # as exported from standard input
                 fh.write(json.dumps(obj) + "\n")
     result = run_analysis(spark, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")], None,
                           charts="none")
@@ -165,8 +164,8 @@ def test_captures_analysed_together_are_not_joined(spark, export_dir: Path,
         for table in ("e2e_latency", "e2e_totals", "lag_partitions", "rebalance_generations"):
             rows = [r.asDict(recursive=True) for r in result.tables[table].collect()]
             for copy in ("a", "b"):
-                got = [{k: v for k, v in r.items() if k != "capture"} for r in rows
-                       if r["capture"] == f"/copy-{copy}/insights-groups.pcap"]
+                got = [{k: v for k, v in r.items() if k not in ("capture", "source")}
+                       for r in rows if r["source"].endswith(f"/{copy}.jsonl")]
                 _same(got, want[table])
             assert len(rows) == 2 * len(want[table])
     finally:
@@ -186,7 +185,7 @@ def test_no_insight_data_gives_empty_tables_and_a_line(spark, export_dir: Path,
         for table in INSIGHT_TABLES:
             assert result.tables[table].count() == 0, table
             header = (out / "csv" / f"{table}.csv").read_text(encoding="utf-8").splitlines()
-            assert header[0].startswith("capture,") and len(header) == 1, table
+            assert header[0].startswith("capture,source,") and len(header) == 1, table
         summary = (out / "summary.txt").read_text(encoding="utf-8")
         flat = " ".join(summary.split())
         assert " ".join(NO_INSIGHTS.split()) in flat

@@ -2,7 +2,7 @@
 health — the numbers of ``kwsniff stats --insights``, per capture, as tables.
 
 How: the exchanges the insights read (Produce, Fetch, ListOffsets, the group and
-transaction APIs) are partitioned by capture run (``run``, see
+transaction APIs) are partitioned by capture run (``source`` and ``run``, see
 :mod:`kwsniff.spark.load`: one clock, one numbering), sorted by ``index`` (the order
 ``stats`` feeds them) and streamed, one capture after the other, through the very
 collector ``stats --insights`` uses (:class:`kwsniff.output.insights.InsightsCollector`
@@ -10,8 +10,10 @@ over :func:`kwsniff.output.insights.exported.exchange_from_export`): one source 
 logic, and no join ever crosses two captures (offsets and times of different captures
 are never compared). Each capture's report (bounded: the collector's limits) is one row
 of the persisted ``insight_reports`` frame; the tables below are flattened from it.
-Every table has ``capture`` first (the run: the export's capture name, or the
-spark-decode output directory). A capture with no such exchanges adds no rows.
+Every table starts with ``capture, source``: the export's capture name and the export
+file it came from (for Parquet input both are the directory read, e.g. the spark-decode
+output). Two exports are two runs even when their capture names are equal (``-`` for
+stdin, the same file name on two hosts). A capture with no such exchanges adds no rows.
 
 Tables (values exactly as in ``stats --insights --json``, field names kept):
 
@@ -84,81 +86,82 @@ _GONE = _struct(("member_id", _S), ("client_id", _S), ("last_heartbeat_ts", _D),
                 ("silent_ms", _D))
 
 SCHEMAS: dict[str, T.StructType] = {
-    "e2e_latency": _struct(("capture", _S), ("group", _S), ("topic", _S), ("partition", _L),
+    "e2e_latency": _struct(("capture", _S), ("source", _S), ("group", _S), ("topic", _S), ("partition", _L),
                            ("batches", _L), ("records", _L), *_PCT),
-    "e2e_latency_by_topic": _struct(("capture", _S), ("group", _S), ("topic", _S),
+    "e2e_latency_by_topic": _struct(("capture", _S), ("source", _S), ("group", _S), ("topic", _S),
                                     ("batches", _L), *_PCT),
-    "e2e_deliveries": _struct(("capture", _S), ("group", _S), ("topic", _S),
+    "e2e_deliveries": _struct(("capture", _S), ("source", _S), ("group", _S), ("topic", _S),
                               ("partition", _L), ("base_offset", _L), ("records", _L),
                               ("producer", _S), ("produce_correlation_id", _L),
                               ("consumer", _S), ("fetch_correlation_id", _L),
                               ("produce_ts", _D), ("ack_ts", _D), ("delivery_ts", _D),
                               ("latency_ms", _D)),
-    "e2e_never_fetched": _struct(("capture", _S), ("topic", _S), ("partition", _L),
+    "e2e_never_fetched": _struct(("capture", _S), ("source", _S), ("topic", _S), ("partition", _L),
                                  ("records", _L)),
-    "e2e_totals": _struct(("capture", _S), ("produced_batches", _L), ("produced_records", _L),
+    "e2e_totals": _struct(("capture", _S), ("source", _S), ("produced_batches", _L), ("produced_records", _L),
                           ("never_fetched_records", _L),
                           ("fetched_not_produced_in_capture_records", _L),
                           ("redelivered_batches", _L), ("redeliveries", _COUNTS),
                           ("not_delivered_to_group", _COUNTS),
                           ("dropped_produced_batches", _L),
                           ("dropped_waiting_deliveries", _L)),
-    "lag_partitions": _struct(("capture", _S), ("group", _S), ("topic", _S), ("partition", _L),
+    "lag_partitions": _struct(("capture", _S), ("source", _S), ("group", _S), ("topic", _S), ("partition", _L),
                               ("high_watermark", _L), ("committed", _L), ("position", _L),
                               ("lag", _L), ("position_lag", _L), ("max_lag", _L),
                               ("commits", _L), ("commit_errors", _COUNTS),
                               ("last_sample_ts", _D), ("timeline_decimated", _B)),
-    "lag_timeline": _struct(("capture", _S), ("group", _S), ("topic", _S), ("partition", _L),
+    "lag_timeline": _struct(("capture", _S), ("source", _S), ("group", _S), ("topic", _S), ("partition", _L),
                             ("ts", _D), ("event", _S), ("high_watermark", _L),
                             ("committed", _L), ("position", _L), ("lag", _L),
                             ("position_lag", _L)),
-    "rebalance_generations": _struct(("capture", _S), ("group", _S), ("generation", _L),
+    "rebalance_generations": _struct(("capture", _S), ("source", _S), ("group", _S), ("generation", _L),
                                      ("start_ts", _D), ("end_ts", _D), ("duration_ms", _D),
                                      ("protocol_type", _S), ("protocol", _S), ("leader", _S),
                                      ("leader_client_id", _S), ("member_count", _L),
                                      ("members", T.ArrayType(_MEMBER)), ("trigger", _S),
                                      ("gone_without_leaving", T.ArrayType(_GONE))),
-    "rebalance_groups": _struct(("capture", _S), ("group", _S), ("generations", _L),
+    "rebalance_groups": _struct(("capture", _S), ("source", _S), ("group", _S), ("generations", _L),
                                 ("generations_dropped", _L), ("errors", _COUNTS),
                                 ("rebalance_in_progress", _B),
                                 ("since_last_generation", _S)),
-    "producer_health": _struct(("capture", _S), ("producer_id", _L),
+    "producer_health": _struct(("capture", _S), ("source", _S), ("producer_id", _L),
                                ("epochs", T.ArrayType(_L)), ("client_id", _S),
                                ("transactional_id", _S), ("batches", _L), ("records", _L),
                                ("retries", _L), ("out_of_order", _L),
                                ("unanswered_requests", _L), ("written_twice", _L),
                                ("error_count", _L), ("errors", _COUNTS)),
-    "producer_retries": _struct(("capture", _S), ("producer_id", _L), ("topic", _S),
+    "producer_retries": _struct(("capture", _S), ("source", _S), ("producer_id", _L), ("topic", _S),
                                 ("partition", _L), ("epoch", _L), ("base_sequence", _L),
                                 ("records", _L), ("first_sent_ts", _D), ("resent_ts", _D),
                                 ("exchange", _L)),
-    "producer_duplicates": _struct(("capture", _S), ("producer_id", _L), ("topic", _S),
+    "producer_duplicates": _struct(("capture", _S), ("source", _S), ("producer_id", _L), ("topic", _S),
                                    ("partition", _L), ("epoch", _L), ("base_sequence", _L),
                                    ("offsets", T.ArrayType(_L))),
 }
-REPORTS = _struct(("capture", _S), ("report", _S))
+REPORTS = _struct(("capture", _S), ("source", _S), ("report", _S))
 
 
 # ------------------------------------------------------------------ per capture, Python
 
-def collect_reports(rows: Iterable[Any]) -> Iterator[tuple[str, str]]:
-    """``(capture, report JSON)`` per capture of ``rows`` (Rows or dicts with ``run``
-    and :data:`COLUMNS`, grouped by ``run`` and in ``index`` order within it): each
-    capture's exchanges go through their own collector."""
+def collect_reports(rows: Iterable[Any]) -> Iterator[tuple[str, str, str]]:
+    """``(capture, source, report JSON)`` per capture run of ``rows`` (Rows or dicts with
+    ``source``, ``run`` and :data:`COLUMNS`, grouped by ``(source, run)`` and in
+    ``index`` order within it): each run's exchanges go through their own collector."""
     from kwsniff.output.insights import InsightsCollector
     from kwsniff.output.insights.exported import exchange_from_export
 
-    current: str | None = None
+    current: tuple[str, str] = ("", "")
     collector: Any = None
     for row in rows:
         obj = row if isinstance(row, dict) else row.asDict()
-        if collector is None or obj["run"] != current:
+        key = (obj["run"], obj["source"])
+        if collector is None or key != current:
             if collector is not None:
-                yield current, json.dumps(collector.report())
-            current, collector = obj["run"], InsightsCollector()
+                yield (*current, json.dumps(collector.report()))
+            current, collector = key, InsightsCollector()
         collector.add(exchange_from_export(obj))
     if collector is not None:
-        yield current, json.dumps(collector.report())
+        yield (*current, json.dumps(collector.report()))
 
 
 def _value(dtype: T.DataType, value: Any) -> Any:
@@ -251,10 +254,12 @@ ROWS: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
 }
 
 
-def table_rows(name: str, capture: str, report: dict[str, Any]) -> list[tuple[Any, ...]]:
+def table_rows(name: str, capture: str, report: dict[str, Any],
+               source: str | None = None) -> list[tuple[Any, ...]]:
     """The rows of table ``name`` of one capture's report (pure Python)."""
     schema = SCHEMAS[name]
-    return [_row(schema, {**obj, "capture": capture}) for obj in ROWS[name](report)]
+    return [_row(schema, {**obj, "capture": capture, "source": source})
+            for obj in ROWS[name](report)]
 
 
 # -------------------------------------------------------------------------------- Spark
@@ -262,9 +267,9 @@ def table_rows(name: str, capture: str, report: dict[str, Any]) -> list[tuple[An
 def _reports(exports: Exports) -> DataFrame:
     ex = exports.exchanges
     wanted = ex.filter((F.col("protocol") == "kafka") & F.col("api_key").isin(*INSIGHT_APIS)) \
-        .select("run", *COLUMNS)
+        .select("source", "run", *COLUMNS)
     ordered = ex.sparkSession.createDataFrame(
-        wanted.repartition("run").sortWithinPartitions("run", "index").rdd
+        wanted.repartition("source", "run").sortWithinPartitions("source", "run", "index").rdd
         .mapPartitions(collect_reports), REPORTS)
     return ordered
 
@@ -275,6 +280,7 @@ def compute(exports: Exports, options: AnalysisOptions) -> dict[str, DataFrame]:
     out: dict[str, DataFrame] = {}
     for name, schema in SCHEMAS.items():
         rows = reports.rdd.flatMap(
-            lambda r, name=name: table_rows(name, r["capture"], json.loads(r["report"])))
+            lambda r, name=name: table_rows(name, r["capture"], json.loads(r["report"]),
+                                            r["source"]))
         out[name] = spark.createDataFrame(rows, schema)
     return out
