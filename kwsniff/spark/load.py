@@ -9,11 +9,9 @@ Contract:
   and returns an :class:`Exports`:
 
   * ``exchanges`` — one row per exchange line (columns of :data:`EXCHANGE_COLUMNS`;
-    ``source`` and ``run`` say which capture run the exchange belongs to — one clock,
-    one numbering of ``index``/``stream``: for JSON Lines the export file and its
-    ``capture``, for Parquet the directory it was read from (the ``spark-decode``
-    output for its ``exchanges`` table, as spark-decode numbers all its files as one
-    capture), the same value twice);
+    ``source`` and ``run`` say which capture the exchange belongs to — one clock, one
+    offset space: the file (JSON Lines) or directory (Parquet; the ``spark-decode``
+    output for its ``exchanges`` table) it was read from, and its ``capture``);
     ``request``/``response`` keep their JSON text only for the APIs the analyses parse
     (:data:`BODY_APIS`; responses also when they carry error codes; others are null to
     keep the cache small);
@@ -198,8 +196,8 @@ def _record_projection(columns: set[str]) -> list[Any]:
 
 
 def _parquet_run() -> Any:
-    """The directory a Parquet row was read from (``/exchanges`` stripped: a
-    spark-decode output directory is one capture run)."""
+    """The directory a Parquet row was read from (``/exchanges`` stripped: the
+    spark-decode output directory)."""
     directory = F.regexp_replace(F.input_file_name(), "/[^/]*$", "")
     return F.regexp_replace(directory, "/exchanges$", "")
 
@@ -257,7 +255,7 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
                              for f in want.fields if f.name in have])
         cols = set(typed.columns)
         parts.append(typed.select(F.lit("exchange").alias("kind"),
-                                  *_exchange_projection(cols, _parquet_run(), _parquet_run()),
+                                  *_exchange_projection(cols, _parquet_run(), F.col("capture")),
                                   *_record_projection(set())))
     base = parts[0]
     for extra in parts[1:]:

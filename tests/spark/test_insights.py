@@ -192,3 +192,25 @@ def test_no_insight_data_gives_empty_tables_and_a_line(spark, export_dir: Path,
         assert "\nEnd-to-end latency per group, topic, partition" in summary
     finally:
         result.release()
+
+
+def test_spark_decode_output_gives_each_capture_its_own_report(spark, stats_reports,
+                                                               tmp_path: Path) -> None:
+    """Parquet input: two captures decoded by one spark-decode run are two captures for
+    the insights (never joined), each equal to its stats report."""
+    from kwsniff.spark.analyze import run_analysis
+    from kwsniff.spark.spark_decode import run_spark_decode
+
+    names = ("insights-groups", "insights-idempotent-retry")
+    out = tmp_path / "decoded"
+    run_spark_decode(spark, [str(PCAPS / f"{n}.pcap") for n in names], str(out), partitions=2)
+    result = run_analysis(spark, [str(out)], None, charts="none")
+    try:
+        for table in ("e2e_latency", "e2e_totals", "producer_health", "rebalance_generations"):
+            rows = [r.asDict(recursive=True) for r in result.tables[table].collect()]
+            assert {r["source"] for r in rows} <= {str(out), f"file:{out}", f"file://{out}"}
+            for name in names:
+                _same(_of(rows, name), _expected(stats_reports[name])[table])
+            assert len(rows) == sum(len(_expected(stats_reports[n])[table]) for n in names)
+    finally:
+        result.release()

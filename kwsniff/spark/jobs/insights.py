@@ -10,10 +10,13 @@ over :func:`kwsniff.output.insights.exported.exchange_from_export`): one source 
 logic, and no join ever crosses two captures (offsets and times of different captures
 are never compared). Each capture's report (bounded: the collector's limits) is one row
 of the persisted ``insight_reports`` frame; the tables below are flattened from it.
-Every table starts with ``capture, source``: the export's capture name and the export
-file it came from (for Parquet input both are the directory read, e.g. the spark-decode
-output). Two exports are two runs even when their capture names are equal (``-`` for
-stdin, the same file name on two hosts). A capture with no such exchanges adds no rows.
+Every table starts with ``capture, source``: the exchanges' ``capture`` and the export
+file (or Parquet directory, e.g. the spark-decode output) they were read from. Two
+exports are two runs even when their capture names are equal (``-`` for stdin, the same
+file name on two hosts). In spark-decode output ``capture`` is the capture file holding
+the exchange's first byte, so each file is a run of its own: rotated files of one
+capture are not joined with each other (spark-decode cannot tell them from unrelated
+captures). A capture with no such exchanges adds no rows.
 
 Tables (values exactly as in ``stats --insights --json``, field names kept):
 
