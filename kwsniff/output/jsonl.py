@@ -12,7 +12,8 @@ Contract (documented in ``docs/export-schema.md``; machine-readable in
   tagged fields) are ``{"text": "..."}`` when valid UTF-8 without control characters
   other than tab/CR/LF, else ``{"base64": "..."}``; exactly one key. ``null`` stays null.
 * In ``request``/``response`` bodies a ``records`` field becomes a record-set summary
-  ``{"size", "batch_count", "record_count", "codecs", "truncated"}`` (records themselves
+  ``{"size", "batch_count", "record_count", "codecs", "truncated", "batches"}``, the
+  ``batches`` being each batch's header (:func:`batch_header`; records themselves
   are ``"record"`` lines); a uuid is its text; unknown tagged fields ``_unknown_tags``
   are ``[[tag, bytes], ...]``; NaN/infinite floats become null.
 * A message whose body was not decoded (unknown API key or version) carries its body
@@ -67,6 +68,25 @@ def decode_bytes(value: dict[str, str] | None) -> bytes | None:
     return base64.b64decode(value["base64"])
 
 
+def batch_header(batch: Batch) -> dict[str, Any]:
+    """The export form of one batch's header: what joins a produced batch with its
+    fetched copies and tells an idempotent producer's retries apart (``kwsniff analyze``
+    feeds it to :mod:`kwsniff.output.insights`). Fields a batch's format lacks are null
+    (legacy messages: no delta, producer or sequence); ``record_count`` is null for a
+    legacy compressed wrapper that could not be decompressed."""
+    return {
+        "base_offset": batch.base_offset,
+        "last_offset_delta": batch.last_offset_delta,
+        "record_count": batch.record_count,
+        "producer_id": batch.producer_id,
+        "producer_epoch": batch.producer_epoch,
+        "base_sequence": batch.base_sequence,
+        "transactional": batch.transactional,
+        "control": batch.control,
+        "truncated": batch.truncated,
+    }
+
+
 def records_summary(records: Records) -> dict[str, Any]:
     """The export form of a ``records`` field inside a body (batch headers; legacy
     compressed wrappers are decompressed to count their messages)."""
@@ -79,6 +99,7 @@ def records_summary(records: Records) -> dict[str, Any]:
         "record_count": count,
         "codecs": codecs,
         "truncated": records.truncated,
+        "batches": [batch_header(b) for b in batches],
     }
 
 

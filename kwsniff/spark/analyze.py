@@ -19,6 +19,7 @@ import html
 import math
 import os
 import shutil
+import textwrap
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,12 +30,21 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kwsniff.spark import output
-from kwsniff.spark.jobs import AnalysisOptions, errors, groups, latency, matrix, producers, traffic
+from kwsniff.spark.jobs import (
+    AnalysisOptions,
+    errors,
+    groups,
+    insights,
+    latency,
+    matrix,
+    producers,
+    traffic,
+)
 from kwsniff.spark.load import Exports, load_exports
 from kwsniff.spark.progress import Progress
 from kwsniff.spark.tables import SORT_SCRIPT, html_table, text_table
 
-JOBS = (latency, traffic, errors, groups, producers, matrix)
+JOBS = (latency, traffic, errors, groups, producers, matrix, insights)
 CHART_MODES = ("png", "html", "both", "none")
 MAX_POINTS = 600          # time-series points per chart line
 WRITERS = 4               # tables written concurrently
@@ -113,7 +123,37 @@ SUMMARY: tuple[tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame]
     ("Client <-> broker", "client_broker",
      ("client_id", "client_host", "broker", "exchanges", "connections", "topics",
       "request_bytes", "response_bytes"), None),
+    # insights (kwsniff.spark.jobs.insights): per capture, never joined across captures
+    ("End-to-end latency per group, topic, partition (ms, Produce sent -> 1st delivery)",
+     "e2e_latency",
+     ("capture", "group", "topic", "partition", "batches", "records", "p50_ms", "p90_ms",
+      "p99_ms", "max_ms"),
+     lambda df: df.orderBy("capture", "group", "topic", "partition")),
+    ("Records produced in the capture but never seen fetched", "e2e_never_fetched",
+     ("capture", "topic", "partition", "records"),
+     lambda df: df.orderBy(F.desc("records"), "capture", "topic", "partition")),
+    ("Consumer lag at the end of each capture (lag: high watermark - committed offset)",
+     "lag_partitions",
+     ("capture", "group", "topic", "partition", "high_watermark", "committed", "position",
+      "lag", "position_lag", "max_lag", "commits"),
+     lambda df: df.orderBy(F.desc_nulls_last("lag"), "capture", "group", "topic",
+                           "partition")),
+    ("Rebalances (generations per group)", "rebalance_generations",
+     ("capture", "group", "generation", "start_ts", "duration_ms", "protocol",
+      "leader_client_id", "member_count", "trigger"),
+     lambda df: df.orderBy("capture", "group", "generation")),
+    ("Producer health (idempotent and transactional producers)", "producer_health",
+     ("capture", "producer_id", "client_id", "transactional_id", "batches", "retries",
+      "out_of_order", "unanswered_requests", "written_twice", "error_count"),
+     lambda df: df.orderBy(F.desc(F.col("retries") + F.col("out_of_order")
+                                  + F.col("written_twice") + F.col("error_count")),
+                           "capture", "producer_id")),
 )
+INSIGHT_SECTIONS = ("e2e_latency", "e2e_never_fetched", "lag_partitions",
+                    "rebalance_generations", "producer_health")
+NO_INSIGHTS = ("none of the captures has exchanges the insights read (Produce, Fetch, "
+               "ListOffsets, consumer-group or transaction requests with decoded bodies): "
+               "the end-to-end latency, lag, rebalance and producer-health tables are empty")
 
 
 def _overview(exports: Exports, tables: dict[str, DataFrame]) -> tuple[Section, dict[str, Any]]:
@@ -196,7 +236,8 @@ def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
     return out
 
 
-def _chart_data(tables: dict[str, DataFrame], step: float) -> dict[str, Any]:
+def _chart_data(tables: dict[str, DataFrame], step: float,
+                accuracy: int = 10_000) -> dict[str, Any]:
     """Everything the charts draw, collected from the result tables (several Spark
     actions at once from a few threads: each is small and mostly latency)."""
     thr = tables["throughput"]
@@ -209,6 +250,12 @@ def _chart_data(tables: dict[str, DataFrame], step: float) -> dict[str, Any]:
                                                         F.col("partition").cast("string"),
                                                         F.lit("]"))))
     pairs = tables["client_broker"]
+    e2e = tables["e2e_deliveries"].withColumn(
+        "series", F.concat_ws(" ", "group", "topic"))
+    lag_timeline = tables["lag_timeline"].withColumn(
+        "series", F.concat_ws(" ", "group", F.concat("topic", F.lit("["),
+                                                     F.col("partition").cast("string"),
+                                                     F.lit("]"))))
 
     def leaders(key: str, n: int) -> list[Any]:
         return [r[key] for r in pairs.groupBy(key).agg(F.sum("exchanges").alias("n"))
@@ -227,6 +274,12 @@ def _chart_data(tables: dict[str, DataFrame], step: float) -> dict[str, Any]:
         "generations": lambda: tables["group_generations"]
         .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start").limit(30).collect(),
         "transactions": lambda: tables["transactions_summary"].limit(30).collect(),
+        "e2e": lambda: {p: _series(e2e, "series", "latency_ms", "delivery_ts", step,
+                                   lambda c, p=p: F.percentile_approx(c, p, accuracy))
+                        for p in (0.5, 0.9, 0.99)},
+        "lag_timeline": lambda: {c: _series(lag_timeline.filter(F.col(c).isNotNull()),
+                                            "series", c, "ts", step, F.max)
+                                 for c in ("lag", "position_lag")},
         "clients": lambda: leaders("client_id", 15),
         "brokers": lambda: leaders("broker", 12),
     }
@@ -280,6 +333,17 @@ def _charts(data: dict[str, Any], directory: str, step: float) -> list[str]:
                             [r["rebalance_ms"] for r in gens],
                             os.path.join(directory, "rebalances.png"),
                             "Rebalance duration (first JoinGroup -> last SyncGroup)", "ms"))
+    made.append(charts.time_series({}, os.path.join(directory, "e2e_latency.png"),
+                                   "End-to-end latency", "ms", panels={
+        f"end-to-end latency p{round(p * 100)} per {_per(step)} (Produce sent -> first "
+        f"Fetch delivery), by group and topic": series
+        for p, series in data["e2e"].items()}, step=step, fill="hold"))
+    made.append(charts.time_series({}, os.path.join(directory, "lag.png"), "Consumer lag",
+                                   "messages", panels={
+        f"lag (high watermark - committed offset), max per {_per(step)}, by group and "
+        "partition": data["lag_timeline"]["lag"],
+        f"position lag (high watermark - fetch position), max per {_per(step)}":
+            data["lag_timeline"]["position_lag"]}, step=step, fill="hold"))
     txn = data["transactions"]
     made.append(charts.stacked_bars(
         [str(r["transactional_id"]) for r in txn],
@@ -336,7 +400,8 @@ def render_html(sections: list[Section], pngs: list[str], title: str) -> str:
 # --------------------------------------------------------------------------------- run
 
 JOB_TITLES = {latency: "latency", traffic: "throughput", errors: "errors",
-              groups: "consumer groups", producers: "producers", matrix: "client x broker matrix"}
+              groups: "consumer groups", producers: "producers", matrix: "client x broker matrix",
+              insights: "insights (e2e latency, lag, rebalances, producer health)"}
 
 
 def _count_steps(out: str | None, charts: str, report_dir: str | None) -> int:
@@ -395,6 +460,9 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
             overview, counts = overview_future.result()
     result.counts = counts
     result.sections = [overview] + [sections[spec[1]] for spec in SUMMARY]
+    if all(sections[name].total == 0 for name in INSIGHT_SECTIONS):
+        note = [(line,) for line in textwrap.wrap(NO_INSIGHTS, 48, break_on_hyphens=False)]
+        result.sections.append(Section("Insights", ["note"], note, len(note)))
     result.summary = render_text(result.sections)
     if out is None:
         return result
@@ -404,7 +472,7 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     with ThreadPoolExecutor(1, thread_name_prefix="kwsniff-chart-data") as side:
         # The charts' queries run while the tables are written (both are small actions
         # on the persisted tables, mostly latency).
-        chart_data = side.submit(_chart_data, tables, step) if draw else None
+        chart_data = side.submit(_chart_data, tables, step, opts.accuracy) if draw else None
         with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
             # Several small write jobs at once: each is mostly scheduling and commit
             # latency, which overlaps; Spark runs jobs of several threads side by side.

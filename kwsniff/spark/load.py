@@ -8,7 +8,10 @@ Contract:
   schema) with the explicit schemas of :mod:`kwsniff.spark.schema`, in **one** scan,
   and returns an :class:`Exports`:
 
-  * ``exchanges`` — one row per exchange line (columns of :data:`EXCHANGE_COLUMNS`);
+  * ``exchanges`` — one row per exchange line (columns of :data:`EXCHANGE_COLUMNS`;
+    ``source`` and ``run`` say which capture the exchange belongs to — one clock, one
+    offset space: the file (JSON Lines) or directory (Parquet; the ``spark-decode``
+    output for its ``exchanges`` table) it was read from, and its ``capture``);
     ``request``/``response`` keep their JSON text only for the APIs the analyses parse
     (:data:`BODY_APIS`; responses also when they carry error codes; others are null to
     keep the cache small);
@@ -46,6 +49,7 @@ from kwsniff.spark.views import (
     INIT_PRODUCER_ID,
     JOIN_GROUP,
     LEAVE_GROUP,
+    LIST_OFFSETS,
     OFFSET_COMMIT,
     PRODUCE,
     SYNC_GROUP,
@@ -54,10 +58,12 @@ from kwsniff.spark.views import (
 
 CORRUPT = "_corrupt_record"
 
+#: OffsetFetch (its group id tells the insights which group a connection serves)
+OFFSET_FETCH = 9
 #: APIs whose bodies some analysis parses (modern protocol).
-BODY_APIS = (PRODUCE, FETCH, OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP,
-             INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN,
-             TXN_OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT)
+BODY_APIS = (PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT,
+             LEAVE_GROUP, SYNC_GROUP, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN,
+             ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT)
 #: Kafka 0.7 request types whose bodies are parsed (PRODUCE, FETCH, MULTIFETCH, MULTIPRODUCE).
 BODY_APIS_07 = (0, 1, 2, 3)
 
@@ -66,6 +72,7 @@ EXCHANGE_COLUMNS = (
     "api_key", "api_name", "api_version", "correlation_id", "client_id", "status",
     "request", "response", "topics", "error_codes", "error_names", "record_count",
     "request_bytes", "response_bytes", "protocol", "partitions", "groups", "problem_count",
+    "source", "run",
 )
 RECORD_COLUMNS = (
     "capture", "exchange", "api_key", "side", "topic", "partition", "offset", "timestamp",
@@ -156,10 +163,14 @@ def _body(col: str) -> Any:
     return F.when(keep, F.col(col)).alias(col)
 
 
-def _exchange_projection(columns: set[str]) -> list[Any]:
+def _exchange_projection(columns: set[str], source: Any, run: Any) -> list[Any]:
     out = []
     for name in EXCHANGE_COLUMNS:
-        if name in ("request", "response"):
+        if name == "source":
+            out.append(source.alias(name))
+        elif name == "run":
+            out.append(run.alias(name))
+        elif name in ("request", "response"):
             out.append(_body(name))
         elif name == "problem_count":
             out.append(F.coalesce(F.size("problems"), F.lit(0)).alias(name)
@@ -182,6 +193,13 @@ def _record_projection(columns: set[str]) -> list[Any]:
         else:
             out.append(F.lit(None).alias(f"r_{name}"))
     return out
+
+
+def _parquet_run() -> Any:
+    """The directory a Parquet row was read from (``/exchanges`` stripped: the
+    spark-decode output directory)."""
+    directory = F.regexp_replace(F.input_file_name(), "/[^/]*$", "")
+    return F.regexp_replace(directory, "/exchanges$", "")
 
 
 def _corrupt_kind() -> Any:
@@ -223,7 +241,8 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
             F.when(F.col(CORRUPT).isNotNull(), _corrupt_kind())
              .when(F.col("schema").isNull() | (F.col("schema") != SCHEMA_ID), F.lit("_foreign"))
              .otherwise(F.col("kind")).alias("kind"),
-            *_exchange_projection(cols), *_record_projection(cols)))
+            *_exchange_projection(cols, F.input_file_name(), F.col("capture")),
+            *_record_projection(cols)))
     if parquet:
         want = exchange_schema()
         raw = spark.read.parquet(*parquet)
@@ -236,7 +255,8 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
                              for f in want.fields if f.name in have])
         cols = set(typed.columns)
         parts.append(typed.select(F.lit("exchange").alias("kind"),
-                                  *_exchange_projection(cols), *_record_projection(set())))
+                                  *_exchange_projection(cols, _parquet_run(), F.col("capture")),
+                                  *_record_projection(set())))
     base = parts[0]
     for extra in parts[1:]:
         base = base.unionByName(extra)

@@ -81,7 +81,11 @@ def test_exchange_and_record_objects(validator):
     assert ex["topics"] == ["orders"] and ex["partitions"] == [3] and ex["record_count"] == 3
     assert ex["request"]["TopicData"][0]["PartitionData"][0]["Records"] == {
         "size": ex["request"]["TopicData"][0]["PartitionData"][0]["Records"]["size"],
-        "batch_count": 1, "record_count": 3, "codecs": ["none"], "truncated": False}
+        "batch_count": 1, "record_count": 3, "codecs": ["none"], "truncated": False,
+        # the batch header: what analyze's insights join produced and fetched batches by
+        "batches": [{"base_offset": 0, "last_offset_delta": 2, "record_count": 3,
+                     "producer_id": 7, "producer_epoch": 1, "base_sequence": 40,
+                     "transactional": False, "control": False, "truncated": False}]}
     assert ex["request_bytes"] == _produce_exchange().request.size
     records = [_valid(validator, line) for line in lines[1:]]
     assert [r["offset"] for r in records] == [0, 1, 2]

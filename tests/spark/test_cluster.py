@@ -125,9 +125,11 @@ def canonical(value: object) -> object:
 def read_tables(spark, out: Path) -> dict[str, list[str]]:  # noqa: ANN001
     tables = {}
     for table in sorted((out / "parquet").iterdir()):
-        rows = spark.read.parquet(str(table)).collect()
-        tables[table.name] = sorted(json.dumps(canonical(r.asDict(recursive=True)),
-                                               sort_keys=True, default=str) for r in rows)
+        rows = [r.asDict(recursive=True) for r in spark.read.parquet(str(table)).collect()]
+        for row in rows:
+            row.pop("source", None)   # the insight tables' input directory: differs by run
+        tables[table.name] = sorted(json.dumps(canonical(row), sort_keys=True, default=str)
+                                    for row in rows)
     return tables
 
 

@@ -81,11 +81,43 @@ def topic_partitions(body: Any, topics_key: str, partitions_key: str,
                 yield name, index, part
 
 
+class ExportedBatch:
+    """A batch header as the JSON export writes it (``batches`` of a record-set
+    summary, :func:`kwsniff.output.jsonl.batch_header`), with the attribute names of
+    :class:`kwsniff.kafka.records.Batch` that the insights read."""
+
+    __slots__ = (
+        "base_offset",
+        "base_sequence",
+        "control",
+        "last_offset_delta",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "truncated",
+    )
+
+    def __init__(self, header: dict[str, Any]) -> None:
+        for name in self.__slots__:
+            value = header.get(name)
+            if name in ("control", "truncated"):
+                value = value is True
+            elif not isinstance(value, int) or isinstance(value, bool):
+                value = None
+            setattr(self, name, value)
+
+
 def batches(records: Any) -> list[Any]:
-    """The record batches (headers only) of a ``Records`` value; [] for anything else
-    or when the set cannot be parsed."""
+    """The record batches (headers only) of a ``Records`` value, or of the export's
+    record-set summary (a dict with ``batches``: :class:`ExportedBatch` each); [] for
+    anything else or when the set cannot be parsed."""
     if records is None or isinstance(records, (bytes, bytearray, str)):
         return []
+    if isinstance(records, dict):
+        headers = records.get("batches")
+        if not isinstance(headers, list):
+            return []
+        return [ExportedBatch(h) for h in headers if isinstance(h, dict)]
     try:
         return list(records.batches)
     except Exception:  # noqa: BLE001 - records.py reports the problem itself
