@@ -7,6 +7,7 @@ from kwsniff.kafka.conv_state cimport Context
 from kwsniff.kafka.conversation cimport Conversation
 from kwsniff.tcp.events cimport StreamData
 from kwsniff.kafka.model cimport Exchange, KafkaMessage
+from kwsniff.kafka.ordering cimport Reorderer
 
 
 cdef class Engine:
@@ -20,7 +21,8 @@ cdef class Engine:
     cdef public object _start_bytes
     cdef public bint _finishing
 
-    @cython.locals(conv=Conversation, sd=StreamData)
+    # (reorder: the run's Reorderer or a subclass, e.g. the live engine's)
+    @cython.locals(conv=Conversation, sd=StreamData, reorder=Reorderer)
     cpdef list _feed(self, ev)
     @cython.locals(ex=Exchange, resp=KafkaMessage, requests=Py_ssize_t,
                    responses=Py_ssize_t, inferred=Py_ssize_t)
