@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tui_common import ALL_PCAPS, PCAPS, load_in_process
 
 from kwsniff.output.jsonl import ExportEncoder, dumps
 from kwsniff.output.tree import build_tree, render_tree
@@ -21,8 +22,6 @@ from kwsniff.tui import decoder as decoder_mod
 from kwsniff.tui.decoder import decode
 from kwsniff.tui.loader import Loader, split_workers
 from kwsniff.tui.store import ExchangeStore
-
-from tui_common import ALL_PCAPS, load_in_process
 
 
 def _split_load(path: Path, tmp: Path) -> Loader:
@@ -109,3 +108,37 @@ def test_only_large_uncompressed_files_are_split(tmp_path: Path) -> None:
     assert split_workers(str(big), plugin_args=object()) == 1
     assert split_workers(str(big)) in (1, 2)      # 1 on a one-CPU machine
     assert Loader(interface="lo", spill_dir=str(tmp_path), workers=2).workers == 1
+
+
+def test_two_real_decoder_processes(tmp_path: Path) -> None:
+    """Loader.run with two decoder processes: the same rows, report and counters as
+    with one; closing removes every spill file. (567 exchanges: both processes own
+    blocks of SPLIT_BLOCK rows.)"""
+    path = PCAPS / "insights-groups.pcap"
+    loaders = []
+    for workers in (1, 2):
+        loader = Loader(path=str(path), spill_dir=str(tmp_path), workers=workers)
+        loader.run()
+        assert loader.done and loader.error is None
+        loaders.append(loader)
+    one, two = loaders
+    try:
+        assert len(two._processes) == 2
+        assert two.store.count == one.store.count > 2 * decoder_mod.SPLIT_BLOCK
+        assert _columns(two.store) == _columns(one.store)
+        assert two.report == one.report and two.counters == one.counters
+        assert _shown(two.store) == _shown(one.store)
+    finally:
+        for loader in loaders:
+            loader.close()
+    assert not list(tmp_path.iterdir())
+
+
+def test_stopping_two_decoder_processes(tmp_path: Path) -> None:
+    loader = Loader(path=str(ALL_PCAPS[0]), spill_dir=str(tmp_path), workers=2)
+    loader.stop()                     # before they start: both stop at once
+    loader.run()
+    assert loader.done
+    loader.close()
+    assert all(p.poll() is not None for p in loader._processes)
+    assert not list(tmp_path.iterdir())
