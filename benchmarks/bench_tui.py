@@ -65,10 +65,10 @@ def child_cpu(pid: int) -> float:
         return 0.0
 
 
-async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
+async def run(capture: str, size: tuple[int, int], jobs: int = 1) -> dict[str, object]:
     out: dict[str, object] = {}
     created = time.monotonic()
-    app = KwsniffApp(capture=capture)
+    app = KwsniffApp(capture=capture, decoders=jobs)
     async with app.run_test(size=size) as pilot:
         lags: list[float] = []
         probing = True
@@ -163,6 +163,8 @@ def main() -> int:
     ap.add_argument("--exchanges", type=int, default=100_000)
     ap.add_argument("--capture", help="an existing capture instead of the generated one")
     ap.add_argument("--size", default="160x50", help="terminal size, WxH")
+    ap.add_argument("-j", "--jobs", type=int, choices=(1, 2), default=1,
+                    help="decoder processes of the TUI (kwsniff tui -j)")
     ap.add_argument("--decode", action="store_true",
                     help="then time `kwsniff decode -j 1` on the same capture")
     args = ap.parse_args()
@@ -178,7 +180,7 @@ def main() -> int:
     size_mib = os.path.getsize(capture) / 2**20
     print(f"capture: {capture} ({size_mib:.0f} MiB, {os.path.getsize(capture)} bytes)")
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    result = asyncio.run(run(capture, (w, h)))
+    result = asyncio.run(run(capture, (w, h), args.jobs))
     for key, value in result.items():
         print(f"{key}: {value}")
     if args.decode:

@@ -104,7 +104,7 @@ class KwsniffApp(App[None]):
                  bpf_filter: str | None = None, buffer_mib: int | None = None,
                  plugin_args: Any = None, display_filter: str | None = None,
                  max_exchanges: int = DEFAULT_MAX_ROWS, spill_dir: str | None = None,
-                 start_loading: bool = True) -> None:
+                 start_loading: bool = True, decoders: int = 1) -> None:
         super().__init__()
         if (capture is None) == (interface is None):
             raise ValueError("give exactly one of capture and interface")
@@ -113,7 +113,7 @@ class KwsniffApp(App[None]):
         self.loader = Loader(path=capture, interface=interface, options=options, ports=ports,
                              bpf_filter=bpf_filter, buffer_mib=buffer_mib,
                              plugin_args=plugin_args, spill_dir=spill_dir,
-                             max_rows=max_exchanges)
+                             max_rows=max_exchanges, workers=decoders)
         self.store: ExchangeStore = self.loader.store
         self.initial_filter = display_filter
         self.start_loading = start_loading
