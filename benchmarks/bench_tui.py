@@ -16,8 +16,9 @@ decoder process. Reported:
   (p50/p99/max), and the time to move the cursor one page (key to cursor moved);
 * after loading: one filter of each kind of field (:data:`FILTERS`; wall and UI CPU
   seconds, rows), a sort and rendering one page at the end of the list;
-* memory: UI process RSS (now and peak), the store's own estimate, the decoder process's
-  peak RSS, and the spill bytes on disk; CPU seconds of both processes;
+* memory: UI process RSS (now and peak), the store's own estimate, the decoder processes'
+  peak RSS (the largest), and the spill bytes on disk; CPU seconds of the UI and of the
+  decoder processes (sampled every 0.5 s while loading, and their total at the end);
 * with ``--decode``: then the time of ``kwsniff decode -j 1`` on the same capture.
 """
 
@@ -64,10 +65,10 @@ def child_cpu(pid: int) -> float:
         return 0.0
 
 
-async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
+async def run(capture: str, size: tuple[int, int], jobs: int = 1) -> dict[str, object]:
     out: dict[str, object] = {}
     created = time.monotonic()
-    app = KwsniffApp(capture=capture)
+    app = KwsniffApp(capture=capture, decoders=jobs)
     async with app.run_test(size=size) as pilot:
         lags: list[float] = []
         probing = True
@@ -87,14 +88,12 @@ async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
             await asyncio.sleep(0.01)
         out["first_rows_s"] = time.monotonic() - created
         keys: list[float] = []
-        child = None
-        child_cpu_s = 0.0
+        child_cpu_s: dict[int, float] = {}
         while not app.loader.done:
             await asyncio.sleep(0.5)
-            proc = app.loader._process
-            if proc is not None:
-                child = proc.pid
-                child_cpu_s = max(child_cpu_s, child_cpu(child))
+            for proc in list(app.loader._processes):      # one or two decoder processes
+                child_cpu_s[proc.pid] = max(child_cpu_s.get(proc.pid, 0.0),
+                                            child_cpu(proc.pid))
             table.focus()
             before = table.cursor
             start = time.monotonic()
@@ -121,7 +120,9 @@ async def run(capture: str, size: tuple[int, int]) -> dict[str, object]:
         out["error"] = app.loader.error
         out["ui_rss_mib"] = round(rss_mib(), 1)
         out["store_memory"] = app.store.memory()
-        out["decoder_cpu_s"] = round(child_cpu_s, 1)
+        out["decoder_processes"] = app.loader.workers
+        out["decoder_cpu_s"] = round(sum(child_cpu_s.values()), 1)
+        out["decoder_cpu_each_s"] = [round(v, 1) for v in child_cpu_s.values()]
 
         # after loading: render the last page, filter, sort
         await pilot.pause(0.5)
@@ -162,6 +163,8 @@ def main() -> int:
     ap.add_argument("--exchanges", type=int, default=100_000)
     ap.add_argument("--capture", help="an existing capture instead of the generated one")
     ap.add_argument("--size", default="160x50", help="terminal size, WxH")
+    ap.add_argument("-j", "--jobs", type=int, choices=(1, 2), default=1,
+                    help="decoder processes of the TUI (kwsniff tui -j)")
     ap.add_argument("--decode", action="store_true",
                     help="then time `kwsniff decode -j 1` on the same capture")
     args = ap.parse_args()
@@ -177,7 +180,7 @@ def main() -> int:
     size_mib = os.path.getsize(capture) / 2**20
     print(f"capture: {capture} ({size_mib:.0f} MiB, {os.path.getsize(capture)} bytes)")
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    result = asyncio.run(run(capture, (w, h)))
+    result = asyncio.run(run(capture, (w, h), args.jobs))
     for key, value in result.items():
         print(f"{key}: {value}")
     if args.decode:

@@ -6,7 +6,10 @@ Contract:
   (``live=``, an opened :class:`~kwsniff.capture.live.LiveSource`) and decodes it in a
   background thread (:class:`~kwsniff.tui.loader.Loader`) into an
   :class:`~kwsniff.tui.store.ExchangeStore`; the first screen shows at once and the
-  list grows while the capture loads (progress bar in the status line).
+  list grows while the capture loads (progress bar in the status line). Once rows are
+  shown, the list and the status line are updated at most every
+  :data:`LOADING_PAINT_SECONDS` while loading, off-screen growth every
+  :data:`GROW_SECONDS`.
 * Panes: filter bar (``-Y`` language), connections (selecting one filters the list),
   exchange list (virtual; sortable by clicking a header or ``o``/``O``), detail tree of
   the selected exchange with the focused field's description, hex view of the frame
@@ -60,6 +63,7 @@ W = TypeVar("W", bound=Widget)
 TICK_SECONDS = 0.2
 CONNECTIONS_REFRESH_SECONDS = 1.0
 GROW_SECONDS = 1.0           # off-screen growth of the list is shown at most this often
+LOADING_PAINT_SECONDS = 0.5  # while loading (rows shown): list and status updated this often
 DETAIL_DELAY = 0.05          # cursor must rest this long before an exchange is decoded
 CONNECTION_DELAY = 0.25      # ... before a connection filters the list
 SORT_ORDER = list(SORT_COLUMNS)
@@ -100,7 +104,7 @@ class KwsniffApp(App[None]):
                  bpf_filter: str | None = None, buffer_mib: int | None = None,
                  plugin_args: Any = None, display_filter: str | None = None,
                  max_exchanges: int = DEFAULT_MAX_ROWS, spill_dir: str | None = None,
-                 start_loading: bool = True) -> None:
+                 start_loading: bool = True, decoders: int = 1) -> None:
         super().__init__()
         if (capture is None) == (interface is None):
             raise ValueError("give exactly one of capture and interface")
@@ -109,7 +113,7 @@ class KwsniffApp(App[None]):
         self.loader = Loader(path=capture, interface=interface, options=options, ports=ports,
                              bpf_filter=bpf_filter, buffer_mib=buffer_mib,
                              plugin_args=plugin_args, spill_dir=spill_dir,
-                             max_rows=max_exchanges)
+                             max_rows=max_exchanges, workers=decoders)
         self.store: ExchangeStore = self.loader.store
         self.initial_filter = display_filter
         self.start_loading = start_loading
@@ -129,6 +133,7 @@ class KwsniffApp(App[None]):
         self._last_conn_refresh = 0.0
         self._conn_interval = CONNECTIONS_REFRESH_SECONDS
         self._last_grow = 0.0
+        self._next_loading_paint = 0.0
         self._last_progress = -1.0
         self._status_shown = ""
         self._conn_count = -1
@@ -254,9 +259,15 @@ class KwsniffApp(App[None]):
             self.connections.time_base = base
             self.exchanges.refresh()
             self.connections.refresh()
+        now = time.monotonic()
+        if not loader.done and self.exchanges.count:
+            # loading: at most 1 / LOADING_PAINT_SECONDS repaints of the list and status
+            # (the decoder needs the CPU more than the screen needs the news)
+            if now < self._next_loading_paint:
+                return
+            self._next_loading_paint = now + LOADING_PAINT_SECONDS
         if not self.paused:
             self._update_rows()
-        now = time.monotonic()
         if now - self._last_conn_refresh >= self._conn_interval or \
                 (loader.done and self._conn_count != len(store.connections)):
             self._refresh_connections()

@@ -9,7 +9,8 @@ Contract:
 * Messages (tuples, first item the kind):
 
   * ``("rows", [row tuple, ...])`` — :class:`~kwsniff.tui.rowbuild.RowBuilder` rows, in
-    order; their exchanges are in the spill files before the message is sent;
+    order; their exchanges are in the spill files before the message is sent; a worker
+    of a split run (below) sends ``("rows", rows, row_ids)``: the store row id of each;
   * ``("progress", packets, fraction | None, first_ts | None)`` — fraction of the file
     read (estimated; None for compressed input and live capture);
   * ``("names", [(topic_id, name), ...])`` — topic ids learned (for slow filters);
@@ -21,6 +22,20 @@ Contract:
     the run counters, and per Kafka connection
     ``(stream, client, broker, protocol, first_ts, last_ts, client_ids, tcp_bytes)``.
 
+* A capture file can be decoded by two processes (``Job.workers == 2``), with results
+  identical to one (``tests/tui/test_tui_split.py``), as ``decode -j 2`` does
+  (:mod:`kwsniff.commands.parallel`): both run the whole engine (the same exchanges in
+  the same order, the same counters), which defers the bodies it does not read itself;
+  row id ``r`` (the ``r``-th exchange, 0-based) belongs to worker
+  ``owner(r // SPLIT_BLOCK, 2)``, which completes its bodies
+  (:func:`kwsniff.kafka.decoding.complete`) and makes its row and spill record (its own
+  spill files, :func:`~kwsniff.tui.store.spill_path` with the worker number). Worker 0
+  also completes every other exchange and keeps the statistics, the problem count, the
+  progress and the counters of the whole run (so they are made as in one process); it
+  renders only one block in :data:`SHARE`. Of the exchanges it does not own, worker 1
+  walks the facts only of messages that can teach topic names, so its names are those
+  of one process. Worker 1 sends only rows, names and a last ``("done", None, error,
+  [], [])``. The loader merges the rows of both in row-id order.
 * :func:`child_main` is the entry point of the decoder process
   (``python -m kwsniff.tui.decoder``, started by :class:`~kwsniff.tui.loader.Loader`):
   it sets the streaming GC thresholds (:mod:`kwsniff.gc_policy`), reads the job from
@@ -37,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kwsniff import gc_policy
-from kwsniff.output.facts import ExchangeFacts, TopicNames
+from kwsniff.output.facts import ExchangeFacts, TopicNames, teaches
 from kwsniff.output.pipeline import run_counters
 from kwsniff.output.stats import StatsCollector
 from kwsniff.tui.rowbuild import RowBuilder
@@ -45,6 +60,11 @@ from kwsniff.tui.rowbuild import RowBuilder
 PUBLISH_SECONDS = 0.1
 STATS_SECONDS = 2.0
 MAX_BATCH = 5000
+#: rows per block of a split run (a block belongs to one worker)
+SPLIT_BLOCK = 256
+#: in a split run worker 0 (which also completes every exchange for the statistics)
+#: renders one block in SHARE, worker 1 the others
+SHARE = 4
 #: per-packet record overhead of the capture formats, for the progress estimate
 _RECORD_OVERHEAD = {"pcap": 16, "pcapng": 32}
 
@@ -64,6 +84,15 @@ class Job:
     buffer_mib: int | None = None            # live: kernel buffer
     plugin_args: Any = None                  # argparse namespace with the plugin options
     extra: dict[str, Any] = field(default_factory=dict)
+    worker: int = 0                          # this process's number in a split run
+    workers: int = 1                         # 1, or 2 for a split run (files only)
+
+
+def owner(block: int, workers: int) -> int:
+    """The worker that renders the rows of ``block`` (see the module contract)."""
+    if workers <= 1:
+        return 0
+    return 0 if block % SHARE == 0 else 1
 
 
 class _LearningNames(TopicNames):
@@ -93,13 +122,14 @@ class _Run:
         self.job = job
         self.send = send
         self.stopped = stopped
-        self.builder = RowBuilder(job.spill_dir)
+        self.builder = RowBuilder(job.spill_dir, worker=job.worker)
         self.names = _LearningNames()
         self.stats = StatsCollector()
         self.engine: Any = None
         self.packets = 0
         self.fraction: float | None = None
         self.batch: list[tuple[Any, ...]] = []
+        self.row_ids: list[int] = []         # split run: the row id of each batch row
         self.exchange_problems = 0
         self.capture_problems: list[str] = []
         self.error: str | None = None
@@ -116,10 +146,16 @@ class _Run:
         if self.batch:
             self.builder.flush()
             batch, self.batch = self.batch, []
-            self.send(("rows", batch))
+            if self.job.workers > 1:
+                ids, self.row_ids = self.row_ids, []
+                self.send(("rows", batch, ids))
+            else:
+                self.send(("rows", batch))
         fresh = self.names.take()
         if fresh:
             self.send(("names", fresh))
+        if self.job.worker:
+            return                  # (worker 0 reports the run)
         first_ts = self.engine.summary.first_ts if self.engine is not None else None
         self.send(("progress", self.packets, self.fraction, first_ts))
         if self.live is not None:
@@ -154,12 +190,58 @@ class _Run:
             if stopped():
                 break
 
+    def consume_split(self, exchanges: Iterable[Any]) -> None:
+        """:meth:`consume` for one worker of a split run (see the module contract)."""
+        from kwsniff.kafka.decoding import complete
+
+        job = self.job
+        worker, workers = job.worker, job.workers
+        keeper = worker == 0
+        names = self.names
+        builder = self.builder
+        stats_add = self.stats.add
+        stopped = self.stopped
+        context = self.engine.ctx.annotate_ctx
+        rid = -1
+        block, mine = -1, False
+        for ex in exchanges:
+            rid += 1
+            if rid // SPLIT_BLOCK != block:
+                block = rid // SPLIT_BLOCK
+                mine = owner(block, workers) == worker
+            if mine or keeper:
+                complete(ex, context)
+                facts = ExchangeFacts(ex, names)
+                if mine:
+                    self.batch.append(builder.row(ex, facts, rid))
+                    self.row_ids.append(rid)
+                if keeper:
+                    if ex.problems or (ex.request is not None and ex.request.problems) or \
+                            (ex.response is not None and ex.response.problems):
+                        self.exchange_problems += len(ex.all_problems())
+                    stats_add(facts)
+                if not mine and (teaches(ex.request) or teaches(ex.response)):
+                    facts.response_side   # noqa: B018 - walks both, learning names
+            elif teaches(ex.request) or teaches(ex.response):
+                ExchangeFacts(ex, names).response_side   # noqa: B018 - learning names
+            if len(self.batch) >= MAX_BATCH or time.monotonic() >= self._next_publish:
+                self.publish()
+            if stopped():
+                break
+
     # ------------------------------------------------------------------ sources
     def run_file(self, path: str) -> None:
         from kwsniff.capture import open_capture
         from kwsniff.engine import Engine
 
-        self.engine = Engine(self.job.options)
+        options = self.job.options
+        if self.job.workers > 1:
+            import copy
+
+            from kwsniff.engine import EngineOptions
+            options = copy.copy(options) if options is not None else EngineOptions()
+            options.defer_bodies = True
+        self.engine = Engine(options)
         with open_capture(path) as source:
             size = 0
             if not source.compression:
@@ -169,8 +251,9 @@ class _Run:
                     size = 0
             self.fraction = 0.0 if size else None
             overhead = _RECORD_OVERHEAD.get(source.format, 16)
+            consume = self.consume_split if self.job.workers > 1 else self.consume
             try:
-                self.consume(self.engine.run(self._measured(source, size, overhead)))
+                consume(self.engine.run(self._measured(source, size, overhead)))
             finally:
                 self.capture_problems = list(source.problems)
 
@@ -238,6 +321,9 @@ class _Run:
         except OSError as err:
             self.error = self.error or f"cannot write the spill file: {err}"
         self.builder.close()
+        if self.job.worker:
+            self.send(("done", None, self.error, [], []))
+            return
         self.send(("done", self.counters(), self.error, self.capture_problems,
                    self.connections()))
 

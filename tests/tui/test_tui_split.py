@@ -1,0 +1,153 @@
+"""A capture file decoded by two TUI decoder processes gives the store, statistics,
+counters and spilled exchanges of one process (the split run of kwsniff.tui.decoder).
+
+Both workers run here in this process, one after the other; their messages are then
+applied interleaved (worker 1 first, in uneven steps), as the loader's merge must
+cope with any order of arrival. Small blocks make both workers own rows of every
+capture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tui_common import ALL_PCAPS, PCAPS, load_in_process
+
+from kwsniff.output.jsonl import ExportEncoder, dumps
+from kwsniff.output.tree import build_tree, render_tree
+from kwsniff.tui import decoder as decoder_mod
+from kwsniff.tui.decoder import decode
+from kwsniff.tui.loader import Loader, split_workers
+from kwsniff.tui.store import ExchangeStore
+
+
+def _split_load(path: Path, tmp: Path) -> Loader:
+    loader = Loader(path=str(path), spill_dir=str(tmp), workers=2)
+    assert loader.workers == 2
+    streams: list[list[tuple[Any, ...]]] = []
+    for worker in (0, 1):
+        job = dataclasses.replace(loader.job, worker=worker)
+        sent: list[tuple[Any, ...]] = []
+        decode(job, sent.append, lambda: False)
+        streams.append(sent)
+    # worker 1 first, then alternating 3 messages of worker 0 with 1 of worker 1
+    order: list[tuple[int, tuple[Any, ...]]] = [(1, m) for m in streams[1][:1]]
+    rest0, rest1 = list(streams[0]), list(streams[1][1:])
+    while rest0 or rest1:
+        order += [(0, m) for m in rest0[:3]] + [(1, m) for m in rest1[:1]]
+        del rest0[:3], rest1[:1]
+    for worker, message in order:
+        assert not loader.done
+        loader.apply(message, worker)
+    assert loader.done
+    return loader
+
+
+def _columns(store: ExchangeStore) -> list[tuple[Any, ...]]:
+    out = []
+    for row in range(store.count):
+        loc = store.locate(row)
+        assert loc is not None
+        seg, i = loc
+        out.append((seg.ts[i], store.latency_of(row), seg.stream[i], seg.api_key[i],
+                    seg.api_version[i], seg.corr[i], seg.status[i],
+                    store.protocols[seg.protocol[i]], store.client_ids[seg.client_id[i]],
+                    store.routes[seg.route[i]], store.facts_table[seg.facts[i]],
+                    seg.req_bytes[i], seg.resp_bytes[i], seg.records[i], seg.problems[i],
+                    seg.index[i], tuple(seg.frames[4 * i:4 * i + 4]),
+                    store.digest_text(row)))
+    return out
+
+
+def _shown(store: ExchangeStore) -> list[tuple[object, ...]]:
+    """The -V tree (with offsets) and the export line of every spilled exchange."""
+    encoder = ExportEncoder("x", records=True, names=store.names)
+    out = []
+    for row in range(store.count):
+        ex = store.exchange(row)
+        assert ex is not None, row
+        out.append((list(render_tree(build_tree(ex, spans=True), offsets=True)),
+                    dumps(encoder.exchange_object(ex))))
+    return out
+
+
+@pytest.mark.parametrize("path", ALL_PCAPS, ids=[p.name for p in ALL_PCAPS])
+def test_two_workers_give_what_one_gives(path: Path, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decoder_mod, "SPLIT_BLOCK", 3)
+    one = load_in_process(path, spill_dir=str(tmp_path))
+    two = _split_load(path, tmp_path)
+    try:
+        assert two.store.count == one.store.count
+        assert _columns(two.store) == _columns(one.store)
+        assert two.report == one.report
+        assert two.counters == one.counters
+        assert two.error == one.error and two.capture_problems == one.capture_problems
+        assert {k: dataclasses.astuple(v) for k, v in two.store.connections.items()} == \
+            {k: dataclasses.astuple(v) for k, v in one.store.connections.items()}
+        assert dict(two.store.names._names) == dict(one.store.names._names)
+        assert _shown(two.store) == _shown(one.store)
+        # both workers rendered rows, from their own spill files
+        files = {two.store.locate(r)[0].spill_item[two.store.locate(r)[1]] >> 8
+                 for r in range(two.store.count)}
+        assert files == ({0, 1} if two.store.count > 3 else files)
+    finally:
+        one.close()
+        two.close()
+
+
+def test_which_captures_are_split(tmp_path: Path) -> None:
+    """Two processes only when asked (``workers=2``), for an uncompressed capture file
+    without plugins, on a machine with two usable CPUs."""
+    import gzip
+    import os
+
+    small = ALL_PCAPS[0]
+    two_cpus = len(os.sched_getaffinity(0)) >= 2
+    assert split_workers(str(small)) == (2 if two_cpus else 1)
+    assert split_workers(str(small), plugin_args=object()) == 1
+    assert split_workers(None) == 1
+    packed = tmp_path / "small.pcap.gz"
+    packed.write_bytes(gzip.compress(small.read_bytes()))
+    assert split_workers(str(packed)) == 1
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    assert Loader(path=str(small), spill_dir=str(spill)).workers == 1      # the default
+    assert Loader(interface="lo", spill_dir=str(spill), workers=2).workers == 1
+
+
+def test_two_real_decoder_processes(tmp_path: Path) -> None:
+    """Loader.run with two decoder processes: the same rows, report and counters as
+    with one; closing removes every spill file. (567 exchanges: both processes own
+    blocks of SPLIT_BLOCK rows.)"""
+    path = PCAPS / "insights-groups.pcap"
+    loaders = []
+    for workers in (1, 2):
+        loader = Loader(path=str(path), spill_dir=str(tmp_path), workers=workers)
+        loader.run()
+        assert loader.done and loader.error is None
+        loaders.append(loader)
+    one, two = loaders
+    try:
+        assert len(two._processes) == 2
+        assert two.store.count == one.store.count > 2 * decoder_mod.SPLIT_BLOCK
+        assert _columns(two.store) == _columns(one.store)
+        assert two.report == one.report and two.counters == one.counters
+        assert _shown(two.store) == _shown(one.store)
+    finally:
+        for loader in loaders:
+            loader.close()
+    assert not list(tmp_path.iterdir())
+
+
+def test_stopping_two_decoder_processes(tmp_path: Path) -> None:
+    loader = Loader(path=str(ALL_PCAPS[0]), spill_dir=str(tmp_path), workers=2)
+    loader.stop()                     # before they start: both stop at once
+    loader.run()
+    assert loader.done
+    loader.close()
+    assert all(p.poll() is not None for p in loader._processes)
+    assert not list(tmp_path.iterdir())
