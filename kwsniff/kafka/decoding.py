@@ -25,7 +25,7 @@ from kwsniff.kafka import protocol as _protocol
 from kwsniff.kafka import sasl as _sasl
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
 from kwsniff.kafka.plausible import CONTROLLED_SHUTDOWN
-from kwsniff.kafka.protocol.decoder import complete_body
+from kwsniff.kafka.protocol.decoder import complete_body, misfit
 from kwsniff.kafka.topic_ids import has_topic_ids
 
 _HHI = struct.Struct(">hhi")
@@ -158,6 +158,16 @@ def try_response(raw: bytes, api_key: int, api_version: int) -> KafkaMessage | N
         return _protocol.decode_response(raw, api_key, api_version)
     except Exception:  # noqa: BLE001 - a candidate that crashes the decoder does not fit
         return None
+
+
+def fits_exactly(raw: bytes, api_key: int, api_version: int) -> KafkaMessage | None:
+    """The message of :func:`try_response` when it :func:`decodes_exactly`, else None;
+    a candidate the field decoder kernel already rules out
+    (:func:`kwsniff.kafka.protocol.decoder.misfit`) is not decoded in full."""
+    if misfit(raw, api_key, api_version):
+        return None
+    msg = try_response(raw, api_key, api_version)
+    return msg if decodes_exactly(msg) else None
 
 
 def new_annotate_context(show_secrets: bool = False) -> Any:

@@ -108,9 +108,9 @@ def infer_response(raw: bytes, tiers: Iterable[tuple[str, list[tuple[int, int]]]
                 break
             tried.add(pair)
             n += 1
-            msg = decoding.try_response(raw, pair[0], pair[1])
-            if decoding.decodes_exactly(msg):
-                fits.append(msg)  # type: ignore[arg-type]
+            msg = decoding.fits_exactly(raw, pair[0], pair[1])
+            if msg is not None:
+                fits.append(msg)
         if not fits:
             continue
         keys = sorted({m.api_key for m in fits if m.api_key is not None})
@@ -138,7 +138,7 @@ def _other_apis(raw: bytes, pairs: list[tuple[int, int]], api_key: int | None,
         if k == api_key or k in keys:
             continue
         budget -= 1
-        if decoding.decodes_exactly(decoding.try_response(raw, k, v)):
+        if decoding.fits_exactly(raw, k, v) is not None:
             keys.add(k)
     return len(keys)
 

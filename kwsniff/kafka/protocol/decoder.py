@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
 from kwsniff.kafka.nesting import TOO_DEEP, deeper_than
-from kwsniff.kafka.protocol import extensions
+from kwsniff.kafka.protocol import cprogram, extensions
 from kwsniff.kafka.protocol.codegen import DECODE_ERRORS, DecodeError, DecodeFn, compile_decoder
 from kwsniff.kafka.protocol.headers import (
     API_VERSIONS,
@@ -414,6 +414,37 @@ def decode_response(raw: bytes, api_key: int, api_version: int,
     except Exception as exc:  # noqa: BLE001 - contract: never raise on bad bytes
         msg.problems.append(f"internal decoder error: {type(exc).__name__}: {exc}")
     return msg
+
+
+def misfit(raw: bytes, api_key: int, api_version: int) -> bool:
+    """True when the response frame ``raw`` certainly does not decode exactly (every
+    byte, no problem) as ``(api_key, api_version)``, known from the C field decoder
+    alone: it declines the header or the body, or the body ends before the frame. (The
+    kernel declines exactly where the generated Python decoder would raise or report a
+    problem: ``tests/protocol/test_fields_kernel.py``.) False when that cannot be told
+    without the full decoding: no kernel, a vendor extension, no body decoder, an
+    ApiVersions response (its body layout may fall back to v0), or the kernel accepts. Candidate testing (:mod:`kwsniff.kafka.inference`) calls it before
+    :func:`decode_response`, which would otherwise run (and first compile) the Python
+    decoder of every wrong candidate and locate where it failed. Never raises."""
+    if api_key == API_VERSIONS:
+        return False
+    try:
+        plan = _plan(RESPONSE, api_key, api_version)
+    except Exception:  # noqa: BLE001 - the full decoding decides
+        return False
+    if plan.vendor is not None or plan.header_fn is None or plan.body_fn is None:
+        return False
+    header_program = getattr(plan.header_fn, "program", None)
+    body_program = getattr(plan.body_fn, "program", None)
+    decode_fields = cprogram.decode_fields
+    if header_program is None or body_program is None or decode_fields is None \
+            or type(raw) is not bytes:
+        return False
+    pos = decode_fields(raw, 0, {}, header_program)
+    if pos is None:
+        return True
+    end = decode_fields(raw, pos, {}, body_program)
+    return end is None or end != len(raw)
 
 
 def decode_struct(name: str, version: int, buf: bytes, offset: int = 0,
