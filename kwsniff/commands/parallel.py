@@ -79,7 +79,7 @@ from kwsniff.commands.decode import engine_options, exchange_printer, open_outpu
 from kwsniff.errors import CaptureError, UserError, output_error
 from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange, KafkaMessage
-from kwsniff.output.facts import ExchangeFacts, TopicNames, teaches
+from kwsniff.output.facts import TopicNames, learn_names
 from kwsniff.output.filter import DisplayFilter
 from kwsniff.output.pipeline import Selection
 from kwsniff.output.summary import SummaryFormatter
@@ -256,8 +256,8 @@ def _owned(exchanges: Iterable[Exchange], worker: int, jobs: int, names: TopicNa
             events += before
             prepare(ex)
             yield ex
-        elif teaches(ex.request) or teaches(ex.response):
-            ExchangeFacts(ex, names).response_side   # noqa: B018 - walks both, learning
+        else:
+            learn_names(ex, names)
         mark = len(events)
     after = events[mark:]
     del events[mark:]

@@ -316,6 +316,14 @@ def teaches(msg: KafkaMessage | None) -> bool:
     return known
 
 
+def learn_names(exchange: Exchange, names: TopicNames | None) -> None:
+    """Let ``names`` learn the topic names ``exchange`` can teach (:func:`teaches`) by
+    walking its facts, for an exchange whose output another process makes: the run's
+    topic-id -> name map then learns as it does where every exchange is rendered."""
+    if teaches(exchange.request) or teaches(exchange.response):
+        ExchangeFacts(exchange, names).response_side   # noqa: B018 - walks both sides
+
+
 class ExchangeFacts:
     """Lazily computed entities of one exchange (see the module contract)."""
 

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kwsniff import gc_policy
-from kwsniff.output.facts import ExchangeFacts, TopicNames, teaches
+from kwsniff.output.facts import ExchangeFacts, TopicNames, learn_names, teaches
 from kwsniff.output.pipeline import run_counters
 from kwsniff.output.stats import StatsCollector
 from kwsniff.tui.rowbuild import RowBuilder
@@ -222,8 +222,8 @@ class _Run:
                     stats_add(facts)
                 if not mine and (teaches(ex.request) or teaches(ex.response)):
                     facts.response_side   # noqa: B018 - walks both, learning names
-            elif teaches(ex.request) or teaches(ex.response):
-                ExchangeFacts(ex, names).response_side   # noqa: B018 - learning names
+            else:
+                learn_names(ex, names)
             if len(self.batch) >= MAX_BATCH or time.monotonic() >= self._next_publish:
                 self.publish()
             if stopped():
