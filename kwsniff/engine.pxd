@@ -25,5 +25,5 @@ cdef class Engine:
     @cython.locals(conv=Conversation, sd=StreamData, reorder=Reorderer)
     cpdef list _feed(self, ev)
     @cython.locals(ex=Exchange, resp=KafkaMessage, requests=Py_ssize_t,
-                   responses=Py_ssize_t, inferred=Py_ssize_t)
+                   responses=Py_ssize_t, inferred=Py_ssize_t, reorder=Reorderer)
     cpdef list _release(self, bint final)

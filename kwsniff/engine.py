@@ -768,7 +768,8 @@ class Engine:
                 s.tls_frame_bytes += cs.frame_bytes
 
     def _release(self, final: bool) -> list[Exchange]:
-        out = self.ctx.reorder.drain(final)
+        reorder = self.ctx.reorder      # (typed where compiled: drain is a C call)
+        out = reorder.drain(final)
         if out:
             # RunSummary.count of each, in one pass (its counters added once)
             s = self.summary

@@ -5,6 +5,8 @@ cimport cython
 from kwsniff.kafka.conv_resync cimport ResyncChecks
 from kwsniff.kafka.framing cimport Frame, Framer
 from kwsniff.kafka.model cimport KafkaMessage, Exchange
+from kwsniff.kafka.decoding cimport (decode_request, decode_response, header_request,
+                                      header_response)
 
 cdef class Conversation(ResyncChecks):
     @cython.locals(framer=Framer)

@@ -10,3 +10,9 @@ cpdef KafkaMessage header_request(raw)
 cpdef KafkaMessage header_response(raw, api_key, api_version)
 @cython.locals(by_version=dict)
 cpdef bint deferrable(api_key, kind, version)
+# the engine's per-message entry points, called by the conversation (which cimports them)
+# as C functions, calling the schema decoder's as C functions in turn
+from kwsniff.kafka.protocol.decoder cimport decode_request as _decode_request
+from kwsniff.kafka.protocol.decoder cimport decode_response as _decode_response
+cpdef KafkaMessage decode_request(raw, bodies=*, defer=*)
+cpdef KafkaMessage decode_response(raw, api_key, api_version, bodies=*, defer=*)

@@ -26,6 +26,8 @@ from kwsniff.kafka import sasl as _sasl
 from kwsniff.kafka.model import REQUEST, RESPONSE, KafkaMessage
 from kwsniff.kafka.plausible import CONTROLLED_SHUTDOWN
 from kwsniff.kafka.protocol.decoder import complete_body, misfit
+from kwsniff.kafka.protocol.decoder import decode_request as _decode_request
+from kwsniff.kafka.protocol.decoder import decode_response as _decode_response
 from kwsniff.kafka.topic_ids import has_topic_ids
 
 _HHI = struct.Struct(">hhi")
@@ -105,7 +107,7 @@ def decode_request(raw: bytes, bodies: bool = True, defer: bool = False) -> Kafk
         if defer and len(raw) >= 4:
             key, ver = _HH(raw, 0)
             defer = deferrable(key, REQUEST, ver)
-        return _protocol.decode_request(raw, defer)
+        return _decode_request(raw, defer)
     except Exception as err:  # noqa: BLE001 - a decoder bug must not stop the capture
         msg = header_request(raw)
         msg.problems.append(f"internal decoder error: {type(err).__name__}: {err}")
@@ -120,7 +122,7 @@ def decode_response(raw: bytes, api_key: int, api_version: int, bodies: bool = T
         return header_response(raw, api_key, api_version)
     try:
         defer = defer and deferrable(api_key, RESPONSE, api_version)
-        return _protocol.decode_response(raw, api_key, api_version, defer)
+        return _decode_response(raw, api_key, api_version, defer)
     except Exception as err:  # noqa: BLE001
         msg = header_response(raw, api_key, api_version)
         msg.problems.append(f"internal decoder error: {type(err).__name__}: {err}")

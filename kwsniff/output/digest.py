@@ -160,9 +160,10 @@ def _pairs(body: Body | None, topics_key: str, parts_key: str, facts: ExchangeFa
     if type(topics) is not list:
         return out
     label = facts.topic_label
-    for t in topics:
-        if type(t) is not dict:
+    for item in topics:
+        if type(item) is not dict:
             continue
+        t = item                # (a dict: typed where compiled)
         parts = t.get(parts_key)
         nums: list[int] = []
         if type(parts) is list:
@@ -298,7 +299,8 @@ def _produce_req(b: Body, v: int, f: ExchangeFacts) -> str:
 
 def _produce_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
     results = [p for t in _dicts(b, "Responses") for p in _dicts(t, "PartitionResponses")]
-    codes = [c for c in (p.get("ErrorCode") for p in results) if type(c) is int]
+    codes = [p.get("ErrorCode") for p in results]
+    codes = [c for c in codes if type(c) is int]
     parts = [error_summary(codes) or "no partitions"]
     if len(results) == 1 and results[0].get("ErrorCode") == 0 \
             and type(results[0].get("BaseOffset")) is int:
@@ -342,15 +344,17 @@ def _fetch_resp(b: Body, v: int, f: ExchangeFacts, req: Body | None) -> str:
     nonempty = 0
     hw = None
     errors: list[int] = []
-    for t in _list(b, "Responses"):
-        if type(t) is not dict:
+    for item in _list(b, "Responses"):
+        if type(item) is not dict:
             continue
+        t = item                # (dicts: typed where compiled)
         partitions = t.get("Partitions")
         if type(partitions) is not list:
             continue
-        for p in partitions:
-            if type(p) is not dict:
+        for item in partitions:
+            if type(item) is not dict:
                 continue
+            p = item
             parts_n += 1
             _, cc, ss = records_stats(p.get("Records"))
             total += cc

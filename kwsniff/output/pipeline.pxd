@@ -4,9 +4,11 @@
 # stays the one source.
 cimport cython
 from kwsniff.kafka.model cimport Exchange, KafkaMessage
+from kwsniff.output.skim cimport SummaryLane
 
 cdef class Selection:
-    cdef public object filter, lean, lane, count, names, seen, shown, problems
+    cdef public object filter, lean, count, names, seen, shown, problems
+    cdef public SummaryLane lane     # (None or the lane: its facts() is a C call)
 
     @cython.locals(req=KafkaMessage, resp=KafkaMessage)
     cpdef select(self, Exchange ex, matches)
