@@ -1,9 +1,11 @@
 # Augmenting declarations for conv_state.py (Cython pure-Python mode): the options, the
 # run's context and a waiting request become extension types (object-typed attributes:
-# the values and their types are exactly those of the uncompiled module; ``reorder``
-# and ``topic_ids`` may be replaced by other implementations, e.g. the live engine's),
-# so the conversation, which cimports them, reads them as C struct fields.
+# the values and their types are exactly those of the uncompiled module; ``topic_ids``
+# may be replaced by another implementation; ``reorder`` is a Reorderer or a subclass,
+# e.g. the live engine's), so the conversation, which cimports them, reads them as C
+# struct fields.
 from kwsniff.kafka.model cimport KafkaMessage
+from kwsniff.kafka.ordering cimport Reorderer
 
 cdef class Options:
     cdef public object ports, auto_detect, max_frame, window, detect_budget, timeout
@@ -13,7 +15,8 @@ cdef class Options:
 
 cdef class Context:
     cdef public Options options
-    cdef public object reorder, topic_ids, histories, learned, stats, now
+    cdef public Reorderer reorder     # (its methods are C calls from the conversation)
+    cdef public object topic_ids, histories, learned, stats, now
     cdef public object annotate_ctx, unordered, on_learn, on_other
 
 

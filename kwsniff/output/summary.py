@@ -70,7 +70,7 @@ def format_latency(ms: float | None) -> str:
     ``0.06 ms``, ``300.72 ms``, ``4995.07 ms``), ``-`` for None."""
     if ms is None:
         return "-"
-    return f"{ms:.2f} ms"
+    return "%.2f ms" % ms      # (printf-style: the same text, cheaper than format())
 
 
 #: entries each of the formatter's caches of connection routes, client ids and API labels
@@ -168,7 +168,7 @@ class SummaryFormatter:
             self.start_ts = ts
         mode = self.time_format
         if mode == "r":
-            when = f"{ts - self.start_ts:>10.6f}"
+            when = "%10.6f" % (ts - self.start_ts)     # (= f"{...:>10.6f}", cheaper)
         else:
             when = f"{format_time(ts, mode, self.start_ts):>10}"
         protocol = exchange.protocol
