@@ -109,6 +109,32 @@ static int df_length(const Src *s, Py_ssize_t *pos, int compact, int wide, int64
 
 static int df_struct(const Src *s, Py_ssize_t *pos, PyObject *prog, PyObject *d, int depth);
 
+/* A new dict sized for the keys of struct program ``prog`` (a FIXED op sets one key per
+   name, any other op one): no resize while its fields go in (tagged fields may still
+   grow it). */
+static PyObject *df_new_dict(PyObject *prog) {
+    PyObject *ops = PyTuple_GET_ITEM(prog, 0);
+    Py_ssize_t nops = PyTuple_GET_SIZE(ops), keys = 0;
+    for (Py_ssize_t i = 0; i < nops; i++) {
+        PyObject *op = PyTuple_GET_ITEM(ops, i);
+        keys += PyLong_AsLong(PyTuple_GET_ITEM(op, 0)) == OP_FIXED
+            ? PyTuple_GET_SIZE(PyTuple_GET_ITEM(op, 1)) : 1;
+    }
+    return _PyDict_NewPresized(keys);
+}
+
+/* ``(batches, records, bytes)`` of a clean record set (the lane's summary of it). */
+static PyObject *df_set_stats(Py_ssize_t batches, long long records, Py_ssize_t size) {
+    PyObject *b = PyLong_FromSsize_t(batches);
+    PyObject *r = PyLong_FromLongLong(records);
+    PyObject *n = PyLong_FromSsize_t(size);
+    PyObject *t = (b != NULL && r != NULL && n != NULL) ? PyTuple_Pack(3, b, r, n) : NULL;
+    Py_XDECREF(b);
+    Py_XDECREF(r);
+    Py_XDECREF(n);
+    return t;
+}
+
 /* The value of one op (an array's element op included): a new reference. */
 static PyObject *df_value(const Src *s, Py_ssize_t *pos, PyObject *op, int depth) {
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(op, 0));
@@ -143,7 +169,7 @@ static PyObject *df_value(const Src *s, Py_ssize_t *pos, PyObject *op, int depth
             if (!v2_clean_stats((const unsigned char *)q, (Py_ssize_t)n, &batches, &records))
                 return NULL;     /* not a clean magic-2 set: the full decoding decides */
             *pos += (Py_ssize_t)n;
-            return Py_BuildValue("(nLn)", batches, records, (Py_ssize_t)n);
+            return df_set_stats(batches, records, (Py_ssize_t)n);
         }
         if (kind == OP_STRING) {
             v = PyUnicode_DecodeUTF8(q, (Py_ssize_t)n, "replace");
@@ -183,7 +209,7 @@ static PyObject *df_value(const Src *s, Py_ssize_t *pos, PyObject *op, int depth
             if (marker > 127)
                 Py_RETURN_NONE;
         }
-        PyObject *d = PyDict_New();
+        PyObject *d = df_new_dict(PyTuple_GET_ITEM(op, 3));
         if (d == NULL)
             return NULL;
         if (df_struct(s, pos, PyTuple_GET_ITEM(op, 3), d, depth + 1) < 0) {
@@ -405,7 +431,7 @@ static PyObject *skim_fields(PyObject *self, PyObject *const *args, Py_ssize_t n
             || !df_start(args[0], args[1], prog, 1, errors == Py_None ? NULL : errors, &s, &pos))
         Py_RETURN_NONE;
     Py_ssize_t before = s.errors != NULL ? PyList_GET_SIZE(s.errors) : 0;
-    PyObject *out = PyDict_New();
+    PyObject *out = df_new_dict(prog);
     if (out == NULL)
         return NULL;
     if (df_struct(&s, &pos, prog, out, 0) < 0) {
