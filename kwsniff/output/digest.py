@@ -98,8 +98,8 @@ def ranges(numbers: Iterable[int]) -> str:
 
 def topic_partitions(pairs: Iterable[tuple[str, Iterable[int]]]) -> str:
     """``orders[0..2] payments[1] +2 topics`` from (topic, partitions) pairs."""
-    if type(pairs) is list and len(pairs) <= MAX_TOPICS \
-            and len({topic for topic, _ in pairs}) == len(pairs):
+    if type(pairs) is list and (len(pairs) == 1 or len(pairs) <= MAX_TOPICS
+                                and len({topic for topic, _ in pairs}) == len(pairs)):
         shown = []                    # the usual case: a few topics, each named once
         for topic, parts in pairs:
             r = ranges(parts)
