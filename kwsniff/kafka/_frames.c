@@ -15,6 +15,23 @@ kwsniff/kafka/plausible.py.
 */
 #include "_bytes.h"
 
+/* ``(a, b, c)`` as a tuple of ints (a new reference; NULL with an error set). */
+static PyObject *int_triple(long a, long b, long c) {
+    PyObject *t = PyTuple_New(3);
+    if (t == NULL)
+        return NULL;
+    long v[3] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        PyObject *n = PyLong_FromLong(v[i]);
+        if (n == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, n);
+    }
+    return t;
+}
+
 static PyObject *frame_bodies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     long long max_frame;
     if (nargs != 2 || small_int(args[1], &max_frame) < 0) {
@@ -86,7 +103,7 @@ static PyObject *hf_check(PyObject *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
             }
     }
     PyBuffer_Release(&view);
-    return Py_BuildValue("(iii)", api_key, version, (int)corr);
+    return int_triple(api_key, version, (long)corr);
 done:
     PyBuffer_Release(&view);
     return Py_NewRef(out);
