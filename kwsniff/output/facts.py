@@ -103,6 +103,20 @@ class TopicNames:
         return len(self._names)
 
 
+def topic_label(struct: dict[str, Any], names: TopicNames | None) -> str:
+    """The topic a body struct is about: its name, else the name ``names`` learned for
+    its ``TopicId``, else the id text; ``"?"`` when the struct names no topic."""
+    for key in ("Name", "Topic", "TopicName", "_topic_name"):
+        name = struct.get(key)
+        if type(name) is str:
+            return name
+    text = uuid_text(struct.get("TopicId"))
+    if text:
+        learned = names.get(text) if names is not None else None
+        return learned or text
+    return "?"
+
+
 def records_count(records: Any, exact: bool = False) -> int:
     """Records in a record set, from batch headers (never decodes magic-2 record bodies).
 
@@ -384,17 +398,8 @@ class ExchangeFacts:
             self._req = self._resp = None
 
     def topic_label(self, struct: dict[str, Any]) -> str:
-        """The topic a body struct is about: its name, else the learned name of its
-        ``TopicId``, else the id text; ``"?"`` when the struct names no topic."""
-        for key in ("Name", "Topic", "TopicName", "_topic_name"):
-            name = struct.get(key)
-            if type(name) is str:
-                return name
-        text = uuid_text(struct.get("TopicId"))
-        if text:
-            learned = self._names.get(text) if self._names is not None else None
-            return learned or text
-        return "?"
+        """The topic a body struct is about: :func:`topic_label` with the run's names."""
+        return topic_label(struct, self._names)
 
     @property
     def request_side(self) -> _Collector:

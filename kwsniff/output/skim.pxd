@@ -5,12 +5,16 @@
 cimport cython
 from kwsniff.kafka.model cimport Exchange, KafkaMessage
 
+cdef class SkimFacts:
+    cdef public object exchange, names, digest_text, response_side
+    cdef public Py_ssize_t record_problems
+
 cdef class SummaryLane:
     cdef public object annotate_ctx, names, tried, taken
 
     @cython.locals(req=KafkaMessage)
     cpdef facts(self, Exchange ex)
-    @cython.locals(resp=KafkaMessage)
+    @cython.locals(resp=KafkaMessage, facts=SkimFacts)
     cpdef _skim(self, Exchange ex, KafkaMessage req)
 
 cpdef _body(KafkaMessage msg, errors)

@@ -38,7 +38,7 @@ from kwsniff.kafka.model import Exchange, KafkaMessage
 from kwsniff.kafka.protocol.cprogram import skim_fields as _skim_fields
 from kwsniff.output import digest as _digest
 from kwsniff.output import extra_fields
-from kwsniff.output.facts import ExchangeFacts
+from kwsniff.output.facts import topic_label as _topic_label
 
 # the registries the lane checks on every exchange (the same dict objects: plugins and
 # tests change their items, never rebind them)
@@ -66,28 +66,26 @@ class _Errors:
 _NO_ERRORS = _Errors([])
 
 
-class SkimFacts(ExchangeFacts):
-    """The facts the summary line reads, as the lane computed them (see the contract)."""
+class SkimFacts:
+    """The facts the summary line reads, as the lane computed them (see the contract):
+    what :meth:`~kwsniff.output.summary.SummaryFormatter.format` and the selection read of
+    an :class:`~kwsniff.output.facts.ExchangeFacts` (``digest_text``,
+    ``response_side.errors``, ``record_problems``), and ``topic_label`` for the digests;
+    nothing else of it (the lane's lines are made from these alone)."""
 
-    __slots__ = ("digest_text", "_errors")
+    __slots__ = ("exchange", "names", "digest_text", "response_side", "record_problems")
 
     def __init__(self, exchange: Exchange, names: Any, digest_text: str,
                  errors: list[int]) -> None:
-        # ExchangeFacts.__init__(self, exchange, names), its slots set here (one made per
-        # summary line: the call through super() costs more than the assignments)
         self.exchange = exchange
-        self._names = names
-        self.exact = False
-        self.lean = False
-        self._req = None
-        self._resp = None
+        self.names = names
         self.digest_text = digest_text
-        self._errors = _Errors(errors) if errors else _NO_ERRORS
-        self._record_problems = 0           # clean magic-2 sets only
+        self.response_side = _Errors(errors) if errors else _NO_ERRORS
+        self.record_problems = 0            # clean magic-2 sets only
 
-    @property
-    def response_side(self) -> Any:
-        return self._errors
+    def topic_label(self, struct: dict[str, Any]) -> str:
+        """As ``ExchangeFacts.topic_label`` (:func:`kwsniff.output.facts.topic_label`)."""
+        return _topic_label(struct, self.names)
 
 
 class SummaryLane:
