@@ -15,7 +15,7 @@ cdef class TreeNode:
     cdef public object path
     cdef public object style
 
-@cython.locals(inner=str, node=TreeNode)
+@cython.locals(inner=str, node=TreeNode, label=str, value=str)
 cdef _emit_plain(list nodes, str pad, str indent, list out)
 
 cdef class _Builder:
@@ -33,7 +33,7 @@ cdef class _Builder:
     cpdef fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                  tuple names=*)
     @cython.locals(meta=bint, fast=bint, children=list, known=dict, about_enum=tuple,
-                   prefix=tuple)
+                   prefix=tuple, key=str)
     cpdef _fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                   tuple names=*)
     cpdef tuple _learn(self, dict known, key, section, tuple names, struct_info)
@@ -52,5 +52,5 @@ cdef class _Builder:
                 struct_info, tuple names)
 
 @cython.locals(node=TreeNode)
-cdef TreeNode _new(label, value, list children, start, length, message, about, tuple path,
+cdef TreeNode _new(label, value, children, start, length, message, about, tuple path,
                    style)
