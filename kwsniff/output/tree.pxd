@@ -15,8 +15,10 @@ cdef class TreeNode:
     cdef public object path
     cdef public object style
 
-@cython.locals(inner=str, node=TreeNode, label=str, value=str)
+@cython.locals(inner=str, node=TreeNode, label=str, value=str, text=str, shown=dict)
 cdef _emit_plain(list nodes, str pad, str indent, list out)
+
+cdef str _as_shown(str text)
 
 cdef class _Builder:
     cdef public object msg

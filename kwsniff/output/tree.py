@@ -938,17 +938,39 @@ def _plain_lines(root: TreeNode, indent: str) -> list[str]:
     return out
 
 
+#: text -> the text as the plain render shows it (escaped where not printable), for
+#: labels and short values (field names, numbers, enum names recur from node to node and
+#: exchange to exchange: one dictionary look-up instead of a printability check);
+#: cleared when it reaches ``_SHOWN_LIMIT`` entries
+_SHOWN: dict[str, str] = {}
+_SHOWN_LIMIT = 16384
+_SHOWN_MAX_CHARS = 48
+
+
+def _as_shown(text: str) -> str:
+    """``text`` as shown (:func:`printable`), remembered in :data:`_SHOWN`."""
+    shown = text if text.isprintable() else printable(text)
+    if len(_SHOWN) >= _SHOWN_LIMIT:
+        _SHOWN.clear()
+    _SHOWN[text] = shown
+    return shown
+
+
 def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) -> None:
     """:func:`_plain_lines` of ``nodes`` at indentation ``pad``, appended to ``out`` (a
     module function, not a closure: a recursive closure is a reference cycle left to the
     cyclic GC, one per exchange)."""
     inner = pad + indent
+    shown = _SHOWN
     for node in nodes:
         label, value = node.label, node.value
-        if not label.isprintable():
-            label = printable(label)
+        text = shown.get(label)
+        label = _as_shown(label) if text is None else text
         if value:
-            if not value.isprintable():
+            if len(value) <= _SHOWN_MAX_CHARS:
+                text = shown.get(value)
+                value = _as_shown(value) if text is None else text
+            elif not value.isprintable():
                 value = printable(value)
             out.append(f"{pad}{label}: {value}")
         else:
