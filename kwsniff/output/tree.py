@@ -780,17 +780,20 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
             for key, value in msg.header.items():
                 header.add(TreeNode(key, _plain_value(value), message=msg.kind))
         else:
+            # the header's field metadata, looked up once per header layout
+            known = b._known("header", (), None)
             for key, value in msg.header.items():
                 if key.startswith("_"):
                     if key == "_unknown_tags":
                         b.unknown_tags(header, value, "header", ())
                     continue
-                info = b.info("header", (key,))
-                text, style = _scalar(key, value, getattr(info, "enum", None), exchange.protocol)
+                about_enum = known.get(key)     # (about, enum, is an error code)
+                if about_enum is None:
+                    about_enum = b._learn(known, key, "header", (), None)
+                text, style = _scalar(key, value, about_enum[1], exchange.protocol)
                 if key == "RequestApiKey" and isinstance(value, int):
                     text = f"{value} ({api_label(value)})"
-                header.add(b.node(key, text, "header", (key,), getattr(info, "about", None),
-                                  style))
+                header.add(b.node(key, text, "header", (key,), about_enum[0], style))
     name = api_label(msg.api_key, exchange.protocol)
     version = b.version
     if exchange.protocol == SASL_PROTOCOL:
