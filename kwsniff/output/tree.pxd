@@ -56,3 +56,13 @@ cdef class _Builder:
 @cython.locals(node=TreeNode)
 cdef TreeNode _new(label, value, children, start, length, message, about, tuple path,
                    style)
+
+# helpers called for many nodes: C calls inside the module (still callable from Python)
+cpdef _quote(text)
+cpdef _hex_preview(data)
+cpdef _scalar(name, value, enum, protocol)
+cpdef _builtin_text(data, limit)
+cpdef _view(data, limit)
+cpdef _item_hint(item)
+cpdef _all_dicts(items)
+cpdef _plain_value(v)
