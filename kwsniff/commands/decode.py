@@ -405,8 +405,15 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
             if data is not None:
                 write_utf8(data)            # type: ignore[misc]
             else:
-                # one write per exchange: a write call per line costs more than the join
-                write("\n".join(render_tree(root, palette=palette, offsets=args.offsets)))
+                # few writes per exchange (a write call per line costs more than the
+                # join), the heading (with its arrow) apart: the other lines are most
+                # often ASCII, which one non-ASCII character would make a wider text,
+                # slower to join and to encode
+                lines = list(render_tree(root, palette=palette, offsets=args.offsets))
+                write(lines[0])
+                if len(lines) > 1:
+                    write("\n")
+                    write("\n".join(lines[1:]))
                 write("\n")
         else:
             write(formatter.format(ex, facts) + "\n")

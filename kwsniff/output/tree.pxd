@@ -15,8 +15,10 @@ cdef class TreeNode:
     cdef public object path
     cdef public object style
 
-@cython.locals(inner=str, node=TreeNode)
+@cython.locals(inner=str, node=TreeNode, label=str, value=str, text=str, shown=dict)
 cdef _emit_plain(list nodes, str pad, str indent, list out)
+
+cdef str _as_shown(str text)
 
 cdef class _Builder:
     cdef public object msg
@@ -33,7 +35,7 @@ cdef class _Builder:
     cpdef fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                  tuple names=*)
     @cython.locals(meta=bint, fast=bint, children=list, known=dict, about_enum=tuple,
-                   prefix=tuple)
+                   prefix=tuple, key=str)
     cpdef _fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                   tuple names=*)
     cpdef tuple _learn(self, dict known, key, section, tuple names, struct_info)
@@ -52,5 +54,15 @@ cdef class _Builder:
                 struct_info, tuple names)
 
 @cython.locals(node=TreeNode)
-cdef TreeNode _new(label, value, list children, start, length, message, about, tuple path,
+cdef TreeNode _new(label, value, children, start, length, message, about, tuple path,
                    style)
+
+# helpers called for many nodes: C calls inside the module (still callable from Python)
+cpdef _quote(text)
+cpdef _hex_preview(data)
+cpdef _scalar(name, value, enum, protocol)
+cpdef _builtin_text(data, limit)
+cpdef _view(data, limit)
+cpdef _item_hint(item)
+cpdef _all_dicts(items)
+cpdef _plain_value(v)

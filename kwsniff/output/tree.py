@@ -63,7 +63,9 @@ class TreeNode:
     """One line of the detail tree and its children: ``label``, ``value``,
     ``children``, ``start``/``length`` (byte range in frame coordinates), ``message``,
     ``about``, ``path``, ``style`` (constructor arguments in this order; compared by
-    identity)."""
+    identity). ``children`` is a sequence: the builder gives the leaves it makes in bulk
+    (scalar fields, batch header rows, record parts) the empty tuple instead of a list
+    of their own; :meth:`add` turns it into a list."""
 
     __slots__ = ("label", "value", "children", "start", "length", "message", "about",
                  "path", "style")
@@ -83,7 +85,10 @@ class TreeNode:
         self.style = style            # "error" / "warn" for colouring
 
     def add(self, node: TreeNode) -> TreeNode:
-        self.children.append(node)
+        children = self.children
+        if type(children) is not list:      # a leaf's shared empty tuple
+            children = self.children = list(children)
+        children.append(node)
         return node
 
     @property
@@ -109,7 +114,7 @@ class TreeNode:
                            self.message, self.about, self.path, self.style))
 
 
-def _new(label: str, value: str, children: list, start: int | None, length: int | None,
+def _new(label: str, value: str, children: Any, start: int | None, length: int | None,
          message: str | None, about: str | None, path: tuple[Any, ...],
          style: str | None) -> TreeNode:
     """``TreeNode(label, value, children, start, length, message, about, path, style)``
@@ -298,9 +303,9 @@ class _Builder:
         if span is None:
             # positional (label, value, children, start, length, message, about, path,
             # style): this runs for every field of every message
-            return _new(label, value, [], None, None, self.kind, about, (section, *path), style)
+            return _new(label, value, [], None, None, self.kind, about, (section,) + path, style)
         return TreeNode(label, value, start=span[0], length=span[1], message=self.kind,
-                        about=about, path=(section, *path), style=style)
+                        about=about, path=(section,) + path, style=style)
 
     def info(self, section: str, names: tuple[str, ...]) -> Any:
         """Field metadata at ``names`` (the path without array indexes)."""
@@ -331,7 +336,7 @@ class _Builder:
         """:meth:`fields` past its nesting check."""
         meta = False           # does obj carry _redacted_/_decoded_ notes for its fields?
         for key in obj:
-            if key[:1] == "_" and key != "_unknown_tags" and key != "_problems":
+            if key.startswith("_") and key != "_unknown_tags" and key != "_problems":
                 meta = True
                 break
         known = self._known(section, names, struct_info)
@@ -340,9 +345,9 @@ class _Builder:
         fast = not meta and not self.spans
         children = parent.children
         kind = self.kind
-        prefix = (section, *path)       # of the node paths: (section, *path, key)
+        prefix = (section,) + path      # of the node paths: (section, *path, key)
         for key, value in obj.items():
-            if key[:1] == "_":
+            if key.startswith("_"):
                 if key == "_unknown_tags":
                     self.unknown_tags(parent, value, section, path)
                 elif key == "_problems" and isinstance(value, list):
@@ -358,18 +363,18 @@ class _Builder:
                     text = _quote(value)
                     if key == "TopicId" and isinstance(obj.get("_topic_name"), str):
                         text += f" ({obj['_topic_name']})"
-                    children.append(_new(key, text, [], None, None, kind, about_enum[0],
+                    children.append(_new(key, text, (), None, None, kind, about_enum[0],
                                          prefix + (key,), None))
                     continue
                 if t is int and not about_enum[2]:
                     enum = about_enum[1]
                     label = enum_label(enum, value) if enum is not None else None
                     children.append(_new(key, f"{value} ({label})" if label else str(value),
-                                         [], None, None, kind, about_enum[0], prefix + (key,),
+                                         (), None, None, kind, about_enum[0], prefix + (key,),
                                          None))
                     continue
-            self.value(parent, key, value, section, (*path, key), about_enum[0], about_enum[1],
-                       obj, struct_info, (*names, key), meta)
+            self.value(parent, key, value, section, path + (key,), about_enum[0],
+                       about_enum[1], obj, struct_info, names + (key,), meta)
 
     def _learn(self, known: dict, key: str, section: str, names: tuple[str, ...],
                struct_info: Any) -> tuple[str | None, str | None, bool]:
@@ -443,7 +448,7 @@ class _Builder:
             count = f"{len(value)} item{'s' if len(value) != 1 else ''}"
             node = parent.add(self.node(key, count, section, path, about))
             for i, item in enumerate(value):
-                ipath = (*path, i)
+                ipath = path + (i,)
                 child = node.add(self.node(f"{key}[{i}]", _item_hint(item), section, ipath))
                 self.fields(child, item, section, ipath, struct_info, names)
             return
@@ -543,11 +548,11 @@ class _Builder:
         crc_text = "null" if b.crc is None else f"0x{b.crc:08x}" + (
             " (ok)" if crc_ok else " (MISMATCH)" if crc_ok is False
             else " (not checked: truncated)")
-        node.children.append(_new("CRC", crc_text, [], None, None, kind, None, (),
+        node.children.append(_new("CRC", crc_text, (), None, None, kind, None, (),
                                   "error" if crc_ok is False else None))
         for label, value in rows:
             node.children.append(_new(label, "null" if value is None else str(value),
-                                      [], None, None, kind, None, (), None))
+                                      (), None, None, kind, None, (), None))
         if b.attributes is not None:
             attrs = [f"compression {b.codec_name}"]
             if b.timestamp_type:
@@ -558,7 +563,7 @@ class _Builder:
                 attrs.append("control")
             node.children.append(TreeNode("Attributes",
                                           f"0x{b.attributes:04x} ({', '.join(attrs)})",
-                                          [], None, None, kind))
+                                          (), None, None, kind))
         if b.kind == "v2":
             for label, value in (("LastOffsetDelta", b.last_offset_delta),
                                  ("BaseTimestamp", b.base_timestamp),
@@ -569,7 +574,7 @@ class _Builder:
                                  ("RecordCount", b.declared_count)):
                 text = _format_ms(value) if "Timestamp" in label and value is not None \
                     else ("null" if value is None else str(value))
-                node.children.append(_new(label, text, [], None, None, kind, None, (), None))
+                node.children.append(_new(label, text, (), None, None, kind, None, (), None))
         recs = b.records    # decodes (and decompresses) the batch
         if b.compressed_size is not None:
             node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> {b.decompressed_size} "
@@ -585,14 +590,14 @@ class _Builder:
         # positional arguments (label, value, children, start, length, message): this
         # runs for every record of every batch
         offset = str(r.offset)
-        kids = [_new("Offset", offset, [], None, None, None, None, (), None)]
+        kids = [_new("Offset", offset, (), None, None, None, None, (), None)]
         node = _new(f"Record {index}", "offset " + offset, kids,
                     base + r.start if in_place else None, r.size if in_place else None,
                     self.kind, None, (), None)
         parent.children.append(node)
         add = node.add
         if r.timestamp is not None:
-            kids.append(_new("Timestamp", _format_ms(r.timestamp), [], None, None, None, None,
+            kids.append(_new("Timestamp", _format_ms(r.timestamp), (), None, None, None, None,
                              (), None))
         if r.control is not None:
             ctl = node.add(TreeNode("Control", str(r.control.get("type"))))
@@ -605,12 +610,12 @@ class _Builder:
         if not has_decoders():
             # the built-in view only (the common case): values made directly
             limit = self.value_chars
-            kids.append(_new("Key", _view(r.key, limit), [], None, None, None, None, (), None))
-            kids.append(_new("Value", _view(r.value, limit), [], None, None, None, None, (),
+            kids.append(_new("Key", _view(r.key, limit), (), None, None, None, None, (), None))
+            kids.append(_new("Value", _view(r.value, limit), (), None, None, None, None, (),
                              None))
             if r.headers:
                 kids.append(TreeNode("Headers", f"{len(r.headers)}",
-                                     [TreeNode(_quote(hk), _view(hv, limit), [])
+                                     [TreeNode(_quote(hk), _view(hv, limit), ())
                                       for hk, hv in r.headers]))
         else:
             topic, partition = records.topic, records.partition
@@ -775,17 +780,20 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
             for key, value in msg.header.items():
                 header.add(TreeNode(key, _plain_value(value), message=msg.kind))
         else:
+            # the header's field metadata, looked up once per header layout
+            known = b._known("header", (), None)
             for key, value in msg.header.items():
                 if key.startswith("_"):
                     if key == "_unknown_tags":
                         b.unknown_tags(header, value, "header", ())
                     continue
-                info = b.info("header", (key,))
-                text, style = _scalar(key, value, getattr(info, "enum", None), exchange.protocol)
+                about_enum = known.get(key)     # (about, enum, is an error code)
+                if about_enum is None:
+                    about_enum = b._learn(known, key, "header", (), None)
+                text, style = _scalar(key, value, about_enum[1], exchange.protocol)
                 if key == "RequestApiKey" and isinstance(value, int):
                     text = f"{value} ({api_label(value)})"
-                header.add(b.node(key, text, "header", (key,), getattr(info, "about", None),
-                                  style))
+                header.add(b.node(key, text, "header", (key,), about_enum[0], style))
     name = api_label(msg.api_key, exchange.protocol)
     version = b.version
     if exchange.protocol == SASL_PROTOCOL:
@@ -874,8 +882,14 @@ def plain_utf8(root: TreeNode, tail: bytes = b"") -> bytes | None:
         lines = _plain_lines(root, "    ")
     except RecursionError:
         return None
+    # The first line (the exchange heading, with its arrow) is encoded on its own: the
+    # others are most often ASCII, and an ASCII text is joined and encoded by copying
+    # (one non-ASCII character would make the whole text wider and its encoding slower).
     try:
-        return "\n".join(lines).encode("utf-8") + tail
+        if len(lines) == 1:
+            return lines[0].encode("utf-8") + tail
+        return b"".join((lines[0].encode("utf-8"), b"\n",
+                         "\n".join(lines[1:]).encode("utf-8"), tail))
     except UnicodeEncodeError:
         return None
 
@@ -927,17 +941,39 @@ def _plain_lines(root: TreeNode, indent: str) -> list[str]:
     return out
 
 
+#: text -> the text as the plain render shows it (escaped where not printable), for
+#: labels and short values (field names, numbers, enum names recur from node to node and
+#: exchange to exchange: one dictionary look-up instead of a printability check);
+#: cleared when it reaches ``_SHOWN_LIMIT`` entries
+_SHOWN: dict[str, str] = {}
+_SHOWN_LIMIT = 16384
+_SHOWN_MAX_CHARS = 48
+
+
+def _as_shown(text: str) -> str:
+    """``text`` as shown (:func:`printable`), remembered in :data:`_SHOWN`."""
+    shown = text if text.isprintable() else printable(text)
+    if len(_SHOWN) >= _SHOWN_LIMIT:
+        _SHOWN.clear()
+    _SHOWN[text] = shown
+    return shown
+
+
 def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) -> None:
     """:func:`_plain_lines` of ``nodes`` at indentation ``pad``, appended to ``out`` (a
     module function, not a closure: a recursive closure is a reference cycle left to the
     cyclic GC, one per exchange)."""
     inner = pad + indent
+    shown = _SHOWN
     for node in nodes:
         label, value = node.label, node.value
-        if not label.isprintable():
-            label = printable(label)
+        text = shown.get(label)
+        label = _as_shown(label) if text is None else text
         if value:
-            if not value.isprintable():
+            if len(value) <= _SHOWN_MAX_CHARS:
+                text = shown.get(value)
+                value = _as_shown(value) if text is None else text
+            elif not value.isprintable():
                 value = printable(value)
             out.append(f"{pad}{label}: {value}")
         else:

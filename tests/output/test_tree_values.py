@@ -132,3 +132,26 @@ def test_as_text_is_utf8_without_control_characters(data: bytes) -> None:
                                   "é".encode() * 20, b"x" * 31 + b"\x7f", b"tab\there" * 9])
 def test_as_text_after_the_head(data: bytes) -> None:
     assert as_text(data) == _text_reference(data)
+
+
+def test_builder_leaves_share_no_list_and_still_take_children() -> None:
+    """Leaves made in bulk have the empty tuple as ``children``; ``add`` on one gives it a
+    list of its own (and no other leaf gets the child)."""
+    from pathlib import Path
+
+    from kwsniff.capture.source import open_capture
+    from kwsniff.engine import Engine
+    from kwsniff.output.tree import TreeNode
+
+    pcap = Path(__file__).resolve().parents[2] / "pcaps" / "aiokafka.pcap"
+    with open_capture(str(pcap)) as source:
+        root = next(build_tree(ex) for ex in Engine().run(source))
+    leaves = [n for _, n in root.walk() if n.children == ()]
+    assert len(leaves) >= 2
+    first, second = leaves[0], leaves[1]
+    child = TreeNode("Note", "added")
+    assert first.add(child) is child
+    assert first.children == [child]
+    assert second.children == ()
+    assert list(render_tree(root)).count(" " * 4 * (1 + next(
+        d for d, n in root.walk() if n is first)) + "Note: added") == 1
