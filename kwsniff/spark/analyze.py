@@ -476,13 +476,21 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
         with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
             # Several small write jobs at once: each is mostly scheduling and commit
             # latency, which overlaps; Spark runs jobs of several threads side by side.
-            with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool:
-                writes = [(name, pool.submit(output.write_parquet, df, out, name),
-                           pool.submit(output.write_csv, df, out, name))
-                          for name, df in tables.items()]
-                for name, parquet, csv in writes:
-                    parquet.result()
-                    csv.result()
+            # A table of up to output.DRIVER_ROWS rows is collected once and written by
+            # the driver (two Spark writes cost far more than one collect of a small
+            # table); a bigger one is written by Spark, Parquet and CSV at once.
+            with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool, \
+                    ThreadPoolExecutor(2, thread_name_prefix="kwsniff-write-big") as big:
+                def write(df: DataFrame, name: str) -> None:
+                    if not output.write_small_table(df, out, name):
+                        halves = [big.submit(output.write_parquet, df, out, name),
+                                  big.submit(output.write_csv, df, out, name)]
+                        for half in halves:
+                            half.result()
+
+                writes = [(name, pool.submit(write, df, name)) for name, df in tables.items()]
+                for name, done in writes:
+                    done.result()
                     result.written.append(name)
         if local_dir is None:
             return result
