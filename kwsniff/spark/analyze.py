@@ -28,6 +28,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from kwsniff.spark import output
 from kwsniff.spark.jobs import (
@@ -201,6 +202,31 @@ def _section(spec: tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFr
             for r in ordered.select(*columns).limit(limit + 1).collect()]
     total = len(rows) if len(rows) <= limit else df.count()
     return Section(title, list(columns), rows[:limit], total, top)
+
+
+#: Column types whose Arrow values (``to_pylist``) equal the values of collected Rows.
+_PLAIN_TYPES = (T.StringType, T.LongType, T.IntegerType, T.ShortType, T.ByteType,
+                T.DoubleType, T.FloatType, T.BooleanType)
+
+
+def _plain(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.ArrayType):
+        return _plain(dtype.elementType)
+    return isinstance(dtype, _PLAIN_TYPES)
+
+
+def _section_of(spec: tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame] | None],
+                df: DataFrame, table: Any, top: int) -> Section | None:
+    """:func:`_section` from ``table``, the whole of ``df`` collected as Arrow (no Spark
+    action); None when the section sorts the table its own way or shows a column whose
+    Arrow values differ from a Row's (structs, maps, timestamps)."""
+    title, _name, columns, order = spec
+    types = {f.name: f.dataType for f in df.schema.fields}
+    if order is not None or not all(_plain(types[c]) for c in columns):
+        return None
+    limit = max(top, HTML_ROWS)
+    rows = list(zip(*(table.column(c).slice(0, limit).to_pylist() for c in columns)))
+    return Section(title, list(columns), rows, table.num_rows, top)
 
 
 # ------------------------------------------------------------------------------- charts
@@ -436,23 +462,36 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     # summary tables are in, so its time is what waiting for it added after the steps
     # before it.
 
-    def run_job(job: Any) -> tuple[dict[str, DataFrame], dict[str, Section]]:
+    # With a local ``out`` each table of up to output.DRIVER_ROWS rows is collected once
+    # (Arrow); its summary section comes from that copy when it can, and the write step
+    # writes it from the driver (one small collect costs far less than two Spark writes).
+    collect = out is not None and not output.is_remote(out)
+    collected: dict[str, Any] = {}
+
+    def run_job(job: Any) -> tuple[dict[str, DataFrame], dict[str, Section], dict[str, Any]]:
         mine: dict[str, DataFrame] = {}
         done: dict[str, Section] = {}
+        got: dict[str, Any] = {}
         for name, df in job.compute(exports, opts).items():
             mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
+            table = output.collect_small(mine[name]) if collect else None
+            if table is not None:
+                got[name] = table
             if name in specs:
-                done[name] = _section(specs[name], mine[name], top)
-        return mine, done
+                section = _section_of(specs[name], mine[name], table, top) \
+                    if table is not None else None
+                done[name] = section or _section(specs[name], mine[name], top)
+        return mine, done, got
 
     with ThreadPoolExecutor(len(JOBS) + 1, thread_name_prefix="kwsniff-jobs") as pool:
         futures = [pool.submit(run_job, job) for job in JOBS]
         overview_future = None
         for job, future in zip(JOBS, futures):
             with steps.step(JOB_TITLES[job]):
-                mine, done = future.result()
+                mine, done, got = future.result()
                 tables.update(mine)
                 sections.update(done)
+                collected.update(got)
             if overview_future is None and "statuses" in tables:
                 overview_future = pool.submit(_overview, exports, dict(tables))
         assert overview_future is not None, "no job made the statuses table"
@@ -476,21 +515,17 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
         with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
             # Several small write jobs at once: each is mostly scheduling and commit
             # latency, which overlaps; Spark runs jobs of several threads side by side.
-            # A table of up to output.DRIVER_ROWS rows is collected once and written by
-            # the driver (two Spark writes cost far more than one collect of a small
-            # table); a bigger one is written by Spark, Parquet and CSV at once.
-            with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool, \
-                    ThreadPoolExecutor(2, thread_name_prefix="kwsniff-write-big") as big:
-                def write(df: DataFrame, name: str) -> None:
-                    if not output.write_small_table(df, out, name):
-                        halves = [big.submit(output.write_parquet, df, out, name),
-                                  big.submit(output.write_csv, df, out, name)]
-                        for half in halves:
-                            half.result()
-
-                writes = [(name, pool.submit(write, df, name)) for name, df in tables.items()]
-                for name, done in writes:
-                    done.result()
+            # The collected tables are written by the driver; a bigger one (or any, on a
+            # remote ``out``) by Spark, its Parquet and CSV halves at once.
+            with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool:
+                writes = [(name, [pool.submit(output.write_collected, collected.pop(name),
+                                              out, name)] if name in collected else
+                           [pool.submit(output.write_parquet, df, out, name),
+                            pool.submit(output.write_csv, df, out, name)])
+                          for name, df in tables.items()]
+                for name, halves in writes:
+                    for half in halves:
+                        half.result()
                     result.written.append(name)
         if local_dir is None:
             return result

@@ -8,10 +8,11 @@ text, doubles are plain decimals with 6 places, quotes are doubled (RFC 4180),
 timestamps are ISO-8601 UTC. ``root`` may be a plain path or a ``file://`` URI.
 
 :func:`write_small_table` writes the same files for a table of at most ``max_rows`` rows
-on a local root from the driver: one Spark action collects the table (and the CSV text
-of its nested, double and timestamp columns, computed by Spark as above) as Arrow; the
-driver writes ``parquet/<name>/part-00000-kwsniff.parquet`` (pyarrow; Spark reads the
-directory back with the same schema) and the CSV file. It returns False, writing
+on a local root from the driver: one Spark action (:func:`collect_small`) collects the
+table (and the CSV text of its nested, double and timestamp columns, computed by Spark
+as above) as Arrow; the driver writes (:func:`write_collected`)
+``parquet/<name>/part-00000-kwsniff.snappy.parquet`` (pyarrow; Spark reads the directory
+back with the same schema) and the CSV file, byte for byte what Spark writes. It returns False, writing
 nothing, for a bigger table or a remote root (then :func:`write_table` is the way).
 """
 
@@ -126,35 +127,49 @@ def _csv_cell(value: Any) -> str:
     return text
 
 
+def collect_small(df: DataFrame, max_rows: int = DRIVER_ROWS) -> Any | None:
+    """``df`` as a pyarrow Table (its columns, then the CSV text of the columns that need
+    Spark to format it), or None when it has more than ``max_rows`` rows. One action."""
+    texts = [(i, _csv_text_column(f)) for i, f in enumerate(df.schema.fields)]
+    extra = [col.alias(f"{_CSV_PREFIX}{i}") for i, col in texts if col is not None]
+    table = df.select(*[F.col(f.name) for f in df.schema.fields], *extra) \
+        .limit(max_rows + 1).toArrow()
+    return None if table.num_rows > max_rows else table
+
+
+def write_collected(table: Any, root: str, name: str) -> None:
+    """Write a table :func:`collect_small` returned under the local ``root`` (see the
+    module contract); no Spark involved."""
+    import pyarrow.parquet as pq
+
+    names = [n for n in table.column_names if not n.startswith(_CSV_PREFIX)]
+    base = local_path(root)
+    directory = os.path.join(base, "parquet", name)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    pq.write_table(table.select(list(range(len(names)))),
+                   os.path.join(directory, "part-00000-kwsniff.snappy.parquet"),
+                   compression="snappy")
+    open(os.path.join(directory, "_SUCCESS"), "wb").close()
+    present = set(table.column_names)
+    columns = [table.column(f"{_CSV_PREFIX}{i}" if f"{_CSV_PREFIX}{i}" in present else i)
+               .to_pylist() for i in range(len(names))]
+    os.makedirs(os.path.join(base, "csv"), exist_ok=True)
+    target = os.path.join(base, "csv", f"{name}.csv")
+    staging = os.path.join(base, "csv", f".{name}.csv.tmp")
+    with open(staging, "w", encoding="utf-8", newline="") as fh:
+        fh.write(",".join(_csv_cell(n) for n in names) + "\n")
+        fh.writelines(",".join(_csv_cell(v) for v in row) + "\n" for row in zip(*columns))
+    os.replace(staging, target)
+
+
 def write_small_table(df: DataFrame, root: str, name: str,
                       max_rows: int = DRIVER_ROWS) -> bool:
     """Write one result table from the driver (see the module contract)."""
     if is_remote(root):
         return False
-    import pyarrow.parquet as pq
-
-    fields = df.schema.fields
-    texts = {i: _csv_text_column(f) for i, f in enumerate(fields)}
-    extra = [col.alias(f"{_CSV_PREFIX}{i}") for i, col in texts.items() if col is not None]
-    table = df.select(*[F.col(f.name) for f in fields], *extra).limit(max_rows + 1).toArrow()
-    if table.num_rows > max_rows:
+    table = collect_small(df, max_rows)
+    if table is None:
         return False
-    base = local_path(root)
-    typed = table.select(list(range(len(fields))))
-    directory = os.path.join(base, "parquet", name)
-    shutil.rmtree(directory, ignore_errors=True)
-    os.makedirs(directory)
-    pq.write_table(typed, os.path.join(directory, "part-00000-kwsniff.snappy.parquet"),
-                   compression="snappy")
-    open(os.path.join(directory, "_SUCCESS"), "wb").close()
-    columns = [table.column(f"{_CSV_PREFIX}{i}" if texts[i] is not None else i).to_pylist()
-               for i in range(len(fields))]
-    os.makedirs(os.path.join(base, "csv"), exist_ok=True)
-    target = os.path.join(base, "csv", f"{name}.csv")
-    staging = os.path.join(base, "csv", f".{name}.csv.tmp")
-    with open(staging, "w", encoding="utf-8", newline="") as fh:
-        fh.write(",".join(_csv_cell(f.name) for f in fields) + "\n")
-        for row in zip(*columns):
-            fh.write(",".join(_csv_cell(v) for v in row) + "\n")
-    os.replace(staging, target)
+    write_collected(table, root, name)
     return True
