@@ -1,8 +1,8 @@
 """``kwsniff analyze``: run every analysis job, write the tables, summary and charts.
 
 Contract: :func:`run_analysis` reads the exports (:func:`kwsniff.spark.load.load_exports`),
-computes the tables of every job in :data:`JOBS` (each persisted while in use; the jobs
-run side by side, one driver thread each), and with
+computes the tables of every job in :data:`JOBS` (the jobs run side by side, one driver
+thread each; a table is persisted when it is read more than once), and with
 ``out`` set writes them (:mod:`kwsniff.spark.output`), the text summary
 (``OUT/summary.txt``), PNG charts (``OUT/charts/*.png``) and a self-contained HTML
 report (``OUT/report.html``) per ``charts`` (``png``, ``html``, ``both`` or ``none``).
@@ -262,6 +262,13 @@ def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
     return out
 
 
+#: The tables the overview and the charts query (:func:`_overview`, :func:`_chart_data`).
+REREAD = frozenset({"statuses", "throughput", "fetch_lag", "committed_offsets",
+                    "client_broker", "e2e_deliveries", "lag_timeline", "latency_by_api",
+                    "requests_over_time", "errors_by_code", "group_generations",
+                    "transactions_summary"})
+
+
 def _chart_data(tables: dict[str, DataFrame], step: float,
                 accuracy: int = 10_000) -> dict[str, Any]:
     """Everything the charts draw, collected from the result tables (several Spark
@@ -473,10 +480,16 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
         done: dict[str, Section] = {}
         got: dict[str, Any] = {}
         for name, df in job.compute(exports, opts).items():
-            mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
+            # Persisted when read again: by the charts, the overview or a section with
+            # its own order, or by Spark's writes when the table is too big to collect.
+            again = name in REREAD or (name in specs and specs[name][3] is not None)
+            mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK) if again or not collect \
+                else df
             table = output.collect_small(mine[name]) if collect else None
             if table is not None:
                 got[name] = table
+            elif not again and collect:
+                mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
             if name in specs:
                 section = _section_of(specs[name], mine[name], table, top) \
                     if table is not None else None
