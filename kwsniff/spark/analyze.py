@@ -1,8 +1,8 @@
 """``kwsniff analyze``: run every analysis job, write the tables, summary and charts.
 
 Contract: :func:`run_analysis` reads the exports (:func:`kwsniff.spark.load.load_exports`),
-computes the tables of every job in :data:`JOBS` (each persisted while in use; the jobs
-run side by side, one driver thread each), and with
+computes the tables of every job in :data:`JOBS` (the jobs run side by side, one driver
+thread each; a table is persisted when it is read more than once), and with
 ``out`` set writes them (:mod:`kwsniff.spark.output`), the text summary
 (``OUT/summary.txt``), PNG charts (``OUT/charts/*.png``) and a self-contained HTML
 report (``OUT/report.html``) per ``charts`` (``png``, ``html``, ``both`` or ``none``).
@@ -28,6 +28,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from kwsniff.spark import output
 from kwsniff.spark.jobs import (
@@ -203,6 +204,31 @@ def _section(spec: tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFr
     return Section(title, list(columns), rows[:limit], total, top)
 
 
+#: Column types whose Arrow values (``to_pylist``) equal the values of collected Rows.
+_PLAIN_TYPES = (T.StringType, T.LongType, T.IntegerType, T.ShortType, T.ByteType,
+                T.DoubleType, T.FloatType, T.BooleanType)
+
+
+def _plain(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.ArrayType):
+        return _plain(dtype.elementType)
+    return isinstance(dtype, _PLAIN_TYPES)
+
+
+def _section_of(spec: tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame] | None],
+                df: DataFrame, table: Any, top: int) -> Section | None:
+    """:func:`_section` from ``table``, the whole of ``df`` collected as Arrow (no Spark
+    action); None when the section sorts the table its own way or shows a column whose
+    Arrow values differ from a Row's (structs, maps, timestamps)."""
+    title, _name, columns, order = spec
+    types = {f.name: f.dataType for f in df.schema.fields}
+    if order is not None or not all(_plain(types[c]) for c in columns):
+        return None
+    limit = max(top, HTML_ROWS)
+    rows = list(zip(*(table.column(c).slice(0, limit).to_pylist() for c in columns)))
+    return Section(title, list(columns), rows, table.num_rows, top)
+
+
 # ------------------------------------------------------------------------------- charts
 
 def chart_step(span: float | None, bucket: float) -> float:
@@ -234,6 +260,13 @@ def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
         xs.append(float(r["_x"]))
         ys.append(float(r["_y"] or 0))
     return out
+
+
+#: The tables the overview and the charts query (:func:`_overview`, :func:`_chart_data`).
+REREAD = frozenset({"statuses", "throughput", "fetch_lag", "committed_offsets",
+                    "client_broker", "e2e_deliveries", "lag_timeline", "latency_by_api",
+                    "requests_over_time", "errors_by_code", "group_generations",
+                    "transactions_summary"})
 
 
 def _chart_data(tables: dict[str, DataFrame], step: float,
@@ -436,23 +469,42 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     # summary tables are in, so its time is what waiting for it added after the steps
     # before it.
 
-    def run_job(job: Any) -> tuple[dict[str, DataFrame], dict[str, Section]]:
+    # With a local ``out`` each table of up to output.DRIVER_ROWS rows is collected once
+    # (Arrow); its summary section comes from that copy when it can, and the write step
+    # writes it from the driver (one small collect costs far less than two Spark writes).
+    collect = out is not None and not output.is_remote(out)
+    collected: dict[str, Any] = {}
+
+    def run_job(job: Any) -> tuple[dict[str, DataFrame], dict[str, Section], dict[str, Any]]:
         mine: dict[str, DataFrame] = {}
         done: dict[str, Section] = {}
+        got: dict[str, Any] = {}
         for name, df in job.compute(exports, opts).items():
-            mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
+            # Persisted when read again: by the charts, the overview or a section with
+            # its own order, or by Spark's writes when the table is too big to collect.
+            again = name in REREAD or (name in specs and specs[name][3] is not None)
+            mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK) if again or not collect \
+                else df
+            table = output.collect_small(mine[name]) if collect else None
+            if table is not None:
+                got[name] = table
+            elif not again and collect:
+                mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
             if name in specs:
-                done[name] = _section(specs[name], mine[name], top)
-        return mine, done
+                section = _section_of(specs[name], mine[name], table, top) \
+                    if table is not None else None
+                done[name] = section or _section(specs[name], mine[name], top)
+        return mine, done, got
 
     with ThreadPoolExecutor(len(JOBS) + 1, thread_name_prefix="kwsniff-jobs") as pool:
         futures = [pool.submit(run_job, job) for job in JOBS]
         overview_future = None
         for job, future in zip(JOBS, futures):
             with steps.step(JOB_TITLES[job]):
-                mine, done = future.result()
+                mine, done, got = future.result()
                 tables.update(mine)
                 sections.update(done)
+                collected.update(got)
             if overview_future is None and "statuses" in tables:
                 overview_future = pool.submit(_overview, exports, dict(tables))
         assert overview_future is not None, "no job made the statuses table"
@@ -476,13 +528,17 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
         with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
             # Several small write jobs at once: each is mostly scheduling and commit
             # latency, which overlaps; Spark runs jobs of several threads side by side.
+            # The collected tables are written by the driver; a bigger one (or any, on a
+            # remote ``out``) by Spark, its Parquet and CSV halves at once.
             with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-write") as pool:
-                writes = [(name, pool.submit(output.write_parquet, df, out, name),
-                           pool.submit(output.write_csv, df, out, name))
+                writes = [(name, [pool.submit(output.write_collected, collected.pop(name),
+                                              out, name)] if name in collected else
+                           [pool.submit(output.write_parquet, df, out, name),
+                            pool.submit(output.write_csv, df, out, name)])
                           for name, df in tables.items()]
-                for name, parquet, csv in writes:
-                    parquet.result()
-                    csv.result()
+                for name, halves in writes:
+                    for half in halves:
+                        half.result()
                     result.written.append(name)
         if local_dir is None:
             return result

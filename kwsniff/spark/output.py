@@ -6,6 +6,14 @@ directory, overwritten) and as CSV with a header: on a local root one file
 directory ``ROOT/csv/<name>/``. CSV cells of array and struct columns hold their JSON
 text, doubles are plain decimals with 6 places, quotes are doubled (RFC 4180),
 timestamps are ISO-8601 UTC. ``root`` may be a plain path or a ``file://`` URI.
+
+:func:`write_small_table` writes the same files for a table of at most ``max_rows`` rows
+on a local root from the driver: one Spark action (:func:`collect_small`) collects the
+table (and the CSV text of its nested, double and timestamp columns, computed by Spark
+as above) as Arrow; the driver writes (:func:`write_collected`)
+``parquet/<name>/part-00000-kwsniff.snappy.parquet`` (pyarrow; Spark reads the directory
+back with the same schema) and the CSV file, byte for byte what Spark writes. It returns False, writing
+nothing, for a bigger table or a remote root (then :func:`write_table` is the way).
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -28,6 +37,7 @@ def local_path(root: str) -> str:
 
 
 CSV_DECIMAL = "decimal(38,6)"
+CSV_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSZZZZZ"
 
 
 def flat_for_csv(df: DataFrame) -> DataFrame:
@@ -61,7 +71,7 @@ def write_csv(df: DataFrame, root: str, name: str) -> None:
     run at once)."""
     flat = flat_for_csv(df).coalesce(1)
     writer = (flat.write.mode("overwrite").option("header", "true").option("escape", '"')
-              .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSZZZZZ"))
+              .option("timestampFormat", CSV_TIMESTAMP))
     if is_remote(root):
         writer.csv(f"{root.rstrip('/')}/csv/{name}")
         return
@@ -77,3 +87,89 @@ def write_csv(df: DataFrame, root: str, name: str) -> None:
         with open(target, "w", encoding="utf-8") as fh:
             fh.write(header + "\n")
     shutil.rmtree(staging, ignore_errors=True)
+
+
+#: Rows up to which :func:`write_small_table` writes a table from the driver.
+DRIVER_ROWS = 200_000
+_CSV_PREFIX = "__kwsniff_csv_"
+#: What Spark's CSV writer trims from both ends of a cell (its default
+#: ignoreLeading/TrailingWhiteSpace): every character up to the space.
+_CSV_TRIMMED = "".join(chr(c) for c in range(33))
+
+
+def _csv_text_column(f: T.StructField) -> Any | None:
+    """The CSV text of column ``f`` as Spark's CSV writer formats it (see
+    :func:`flat_for_csv`), for the types whose text the driver cannot derive from the
+    Arrow value alone; None for the others."""
+    if isinstance(f.dataType, (T.ArrayType, T.MapType, T.StructType)):
+        return F.to_json(F.col(f.name))
+    if isinstance(f.dataType, (T.DoubleType, T.FloatType)):
+        return F.col(f.name).try_cast(CSV_DECIMAL).cast("string")
+    if isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        pattern = "yyyy-MM-dd" if isinstance(f.dataType, T.DateType) else CSV_TIMESTAMP
+        return F.date_format(F.col(f.name), pattern)
+    return None
+
+
+def _csv_cell(value: Any) -> str:
+    """One CSV cell as Spark writes it: null empty, whitespace and control characters
+    trimmed from both ends, an empty string as ``""``, quotes
+    doubled, a cell with a comma, quote or line break quoted, booleans in lower case."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value).strip(_CSV_TRIMMED)
+    if text == "":
+        return '""'
+    if any(c in text for c in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def collect_small(df: DataFrame, max_rows: int = DRIVER_ROWS) -> Any | None:
+    """``df`` as a pyarrow Table (its columns, then the CSV text of the columns that need
+    Spark to format it), or None when it has more than ``max_rows`` rows. One action."""
+    texts = [(i, _csv_text_column(f)) for i, f in enumerate(df.schema.fields)]
+    extra = [col.alias(f"{_CSV_PREFIX}{i}") for i, col in texts if col is not None]
+    table = df.select(*[F.col(f.name) for f in df.schema.fields], *extra) \
+        .limit(max_rows + 1).toArrow()
+    return None if table.num_rows > max_rows else table
+
+
+def write_collected(table: Any, root: str, name: str) -> None:
+    """Write a table :func:`collect_small` returned under the local ``root`` (see the
+    module contract); no Spark involved."""
+    import pyarrow.parquet as pq
+
+    names = [n for n in table.column_names if not n.startswith(_CSV_PREFIX)]
+    base = local_path(root)
+    directory = os.path.join(base, "parquet", name)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    pq.write_table(table.select(list(range(len(names)))),
+                   os.path.join(directory, "part-00000-kwsniff.snappy.parquet"),
+                   compression="snappy")
+    open(os.path.join(directory, "_SUCCESS"), "wb").close()
+    present = set(table.column_names)
+    columns = [table.column(f"{_CSV_PREFIX}{i}" if f"{_CSV_PREFIX}{i}" in present else i)
+               .to_pylist() for i in range(len(names))]
+    os.makedirs(os.path.join(base, "csv"), exist_ok=True)
+    target = os.path.join(base, "csv", f"{name}.csv")
+    staging = os.path.join(base, "csv", f".{name}.csv.tmp")
+    with open(staging, "w", encoding="utf-8", newline="") as fh:
+        fh.write(",".join(_csv_cell(n) for n in names) + "\n")
+        fh.writelines(",".join(_csv_cell(v) for v in row) + "\n" for row in zip(*columns))
+    os.replace(staging, target)
+
+
+def write_small_table(df: DataFrame, root: str, name: str,
+                      max_rows: int = DRIVER_ROWS) -> bool:
+    """Write one result table from the driver (see the module contract)."""
+    if is_remote(root):
+        return False
+    table = collect_small(df, max_rows)
+    if table is None:
+        return False
+    write_collected(table, root, name)
+    return True

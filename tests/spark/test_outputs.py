@@ -133,3 +133,36 @@ def test_compressed_exports_read_directly(spark, export_dir: Path, tmp_path: Pat
         assert exports.exchanges.count() == want
     finally:
         exports.release()
+
+
+def test_driver_written_table_equals_spark_written(spark, tmp_path: Path) -> None:  # noqa: ANN001
+    """A small table written by the driver (pyarrow Parquet, CSV from Arrow) is what
+    Spark writes for it: the same CSV bytes (trimmed, quoted, nested as JSON, doubles
+    with 6 places, UTC timestamps) and Parquet that Spark reads back alike."""
+    from pyspark.sql import functions as F
+
+    from kwsniff.spark import output
+
+    rows = [(" a ", 1, True, 1.5, [1.0, 2.5e20], None),
+            ("", None, False, None, [], {"k": 1}),
+            ('x"y', 3, None, 1e-9, None, {}),
+            ("a,b", 4, True, 123456789.1234567, [3.0], None),
+            ("l\nn", 5, False, -0.0, [float("nan")], None),
+            (None, 6, True, float("inf"), [1e-7], None),
+            ("\ttab", 7, True, 2.0000005, [0.1], None)]
+    df = spark.createDataFrame(
+        rows, "s string, i long, b boolean, d double, arr array<double>, m map<string,long>"
+    ).withColumn("t", F.timestamp_seconds(F.col("i") * 1000.5 + 1.7e9)).coalesce(1)
+    output.write_table(df, str(tmp_path / "spark"), "t")
+    assert output.write_small_table(df, str(tmp_path / "driver"), "t")
+    assert not output.write_small_table(df, str(tmp_path / "big"), "t", max_rows=6)
+    assert not (tmp_path / "big").exists()
+    assert not output.write_small_table(df, "hdfs://nowhere/out", "t")
+    spark_csv = (tmp_path / "spark" / "csv" / "t.csv").read_bytes()
+    assert (tmp_path / "driver" / "csv" / "t.csv").read_bytes() == spark_csv
+    assert b'\na,1,true,1.500000,"[1.0,2.5E20]",' in spark_csv      # what both agree on
+    by_spark = spark.read.parquet(str(tmp_path / "spark" / "parquet" / "t"))
+    by_driver = spark.read.parquet(str(tmp_path / "driver" / "parquet" / "t"))
+    assert by_driver.schema == by_spark.schema
+    assert sorted(map(str, by_driver.collect())) == sorted(map(str, by_spark.collect()))
+    assert not list((tmp_path / "driver" / "csv").glob(".*"))
