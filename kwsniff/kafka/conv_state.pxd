@@ -15,7 +15,8 @@ cdef class Options:
 
 cdef class Context:
     cdef public Options options
-    cdef public Reorderer reorder     # (its methods are C calls from the conversation)
+    # (the reorder buffer: its methods are C calls from the conversation)
+    cdef public Reorderer reorder
     cdef public object topic_ids, histories, learned, stats, now
     cdef public object annotate_ctx, unordered, on_learn, on_other
 

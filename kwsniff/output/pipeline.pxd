@@ -8,7 +8,8 @@ from kwsniff.output.skim cimport SummaryLane
 
 cdef class Selection:
     cdef public object filter, lean, count, names, seen, shown, problems
-    cdef public SummaryLane lane     # (None or the lane: its facts() is a C call)
+    # (None or the lane: its facts() is a C call)
+    cdef public SummaryLane lane
 
     @cython.locals(req=KafkaMessage, resp=KafkaMessage)
     cpdef select(self, Exchange ex, matches)
