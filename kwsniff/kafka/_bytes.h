@@ -36,6 +36,18 @@ static inline int small_int(PyObject *v, long long *out) {
 
 /* ---- CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) ---------------------------- */
 
+/* ``(a, b, c)`` as a tuple of ints: a new reference, NULL with an error set (cheaper
+   than Py_BuildValue, which parses its format string on every call). */
+static inline PyObject *int_triple(long long a, long long b, long long c) {
+    PyObject *x = PyLong_FromLongLong(a), *y = PyLong_FromLongLong(b);
+    PyObject *z = PyLong_FromLongLong(c);
+    PyObject *t = (x != NULL && y != NULL && z != NULL) ? PyTuple_Pack(3, x, y, z) : NULL;
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    Py_XDECREF(z);
+    return t;
+}
+
 static uint32_t crc_table[8][256];
 static int crc_use_hw = 0;
 

@@ -15,23 +15,6 @@ kwsniff/kafka/plausible.py.
 */
 #include "_bytes.h"
 
-/* ``(a, b, c)`` as a tuple of ints (a new reference; NULL with an error set). */
-static PyObject *int_triple(long a, long b, long c) {
-    PyObject *t = PyTuple_New(3);
-    if (t == NULL)
-        return NULL;
-    long v[3] = {a, b, c};
-    for (int i = 0; i < 3; i++) {
-        PyObject *n = PyLong_FromLong(v[i]);
-        if (n == NULL) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, i, n);
-    }
-    return t;
-}
-
 static PyObject *frame_bodies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     long long max_frame;
     if (nargs != 2 || small_int(args[1], &max_frame) < 0) {

@@ -123,18 +123,6 @@ static PyObject *df_new_dict(PyObject *prog) {
     return _PyDict_NewPresized(keys);
 }
 
-/* ``(batches, records, bytes)`` of a clean record set (the lane's summary of it). */
-static PyObject *df_set_stats(Py_ssize_t batches, long long records, Py_ssize_t size) {
-    PyObject *b = PyLong_FromSsize_t(batches);
-    PyObject *r = PyLong_FromLongLong(records);
-    PyObject *n = PyLong_FromSsize_t(size);
-    PyObject *t = (b != NULL && r != NULL && n != NULL) ? PyTuple_Pack(3, b, r, n) : NULL;
-    Py_XDECREF(b);
-    Py_XDECREF(r);
-    Py_XDECREF(n);
-    return t;
-}
-
 /* The value of one op (an array's element op included): a new reference. */
 static PyObject *df_value(const Src *s, Py_ssize_t *pos, PyObject *op, int depth) {
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(op, 0));
@@ -169,7 +157,7 @@ static PyObject *df_value(const Src *s, Py_ssize_t *pos, PyObject *op, int depth
             if (!v2_clean_stats((const unsigned char *)q, (Py_ssize_t)n, &batches, &records))
                 return NULL;     /* not a clean magic-2 set: the full decoding decides */
             *pos += (Py_ssize_t)n;
-            return df_set_stats(batches, records, (Py_ssize_t)n);
+            return int_triple(batches, records, n);     /* (batches, records, bytes) */
         }
         if (kind == OP_STRING) {
             v = PyUnicode_DecodeUTF8(q, (Py_ssize_t)n, "replace");
