@@ -308,8 +308,11 @@ class Framer:
             # leaves us SYNCED inside a frame the hole cuts, handled below
             out.extend(self._hunt(True))
             out.extend(self._settle())
-            if self.state == HUNTING:
-                self._drop_all(count=True)
+        if self.state == SYNCED:
+            # whole frames that probation's check left uncut (SHORT): cut them now
+            out.extend(self._cut())
+        if self.state == HUNTING:
+            self._drop_all(count=True)
         state = self.state
         if state == BUFFERING:
             # keep nothing from before the hole: the decision will be made on what follows
@@ -359,6 +362,10 @@ class Framer:
         if self.state == HUNTING:
             out.extend(self._hunt(True))
             out.extend(self._settle())
+        if self.state == SYNCED:
+            # whole frames that probation's check left uncut (SHORT): cut them now; a
+            # size that turns out implausible leaves the rest to be counted as skipped
+            out.extend(self._cut())
         if self.state == FILLING and self._fill_frame is not None:
             out.append(self._fill_frame)
             self._fill_frame = None
