@@ -5,7 +5,9 @@
 # the root of the chain, and the methods of every part read and write them as struct
 # fields. The .py files stay the one source of the behaviour.
 
+cimport cython
 from kwsniff.kafka.conv_state cimport Context
+from kwsniff.kafka.framing cimport Framer
 
 
 cdef class ReleaseControl:
@@ -25,5 +27,8 @@ cdef class ReleaseControl:
     cdef public Py_ssize_t undecided_chunks, next_decide
     cdef public object summary
 
+    # (the framers' open_key are C calls)
+    @cython.locals(f0=Framer, f1=Framer)
     cpdef object open_key(self)
+    @cython.locals(f0=Framer, f1=Framer)
     cpdef _refresh(self)

@@ -84,9 +84,10 @@ class ReleaseControl:
         return best
 
     def _refresh(self) -> None:
-        if self.unordered_partial and self.framers[0].open_key() is None \
-                and self.framers[1].open_key() is None:
-            self.unordered_partial = False
+        if self.unordered_partial:
+            f0, f1 = self.framers
+            if f0.open_key() is None and f1.open_key() is None:
+                self.unordered_partial = False
         self.ctx.reorder.set_open(self, self.open_key())
 
     def _force(self) -> bool:

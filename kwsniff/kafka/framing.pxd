@@ -29,3 +29,5 @@ cdef class Framer:
     cpdef data(self, offset, data, frame, ts)
     cpdef extend(self, offset, data, frame, ts)
     cpdef _fast(self, offset, data, frame, ts)
+    # (asked by the conversation after every change, for the reorder buffer)
+    cpdef object open_key(self)

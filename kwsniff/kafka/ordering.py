@@ -106,8 +106,10 @@ class Reorderer:
         only useful when :attr:`dirty` (else it releases nothing)."""
         out: list[Exchange] = []
         ready = self.ready
+        # (the open keys change only when an owner is forced: the watermark is read
+        # again only then)
+        wm, owner = (None, None) if final else self._watermark()
         while ready:
-            wm, owner = (None, None) if final else self._watermark()
             # (a flat item whose key equals wm compares greater: it waits, as it must)
             if wm is not None and ready[0] >= wm:
                 if len(ready) <= self.limit:
@@ -117,6 +119,7 @@ class Reorderer:
                 if force is None or not force() or self.current.get(owner) == wm:
                     # the owner cannot give anything up: stop ordering on it
                     self.set_open(owner, None)
+                wm, owner = self._watermark()
                 continue
             item = heappop(ready)
             ex = item[_ITEM]

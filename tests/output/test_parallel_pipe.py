@@ -158,14 +158,18 @@ def test_a_failing_worker_is_reported(capsys: pytest.CaptureFixture[str],
     monkeypatch.setattr(parallel, "BLOCK", 1)
     parent = os.getpid()
     if where == "engine":
-        real_ship = parallel_pipe.shippable
+        real = parallel_pipe._X_RECORD
 
-        def ship(ex: Any) -> bool:
-            if os.getpid() != parent and ex.index == 6:
-                raise RuntimeError("boom")
-            return real_ship(ex)
+        class Failing:
+            """The link's record layout, failing in a worker (the engine worker ships)."""
+            size = real.size
 
-        monkeypatch.setattr(parallel_pipe, "shippable", ship)
+            def pack(self, *values: Any) -> bytes:
+                if os.getpid() != parent:
+                    raise RuntimeError("boom")
+                return real.pack(*values)
+
+        monkeypatch.setattr(parallel_pipe, "_X_RECORD", Failing())
     else:
         real_decode = parallel_pipe.decode_request
 
