@@ -75,7 +75,7 @@ class Reorderer:
         else:
             self.current[owner] = key
             heappush(self.marks, key + (ver, owner))
-            if len(self.marks) > 4 * len(self.current) + 1024:
+            if len(self.marks) > 2 * len(self.current) + 64:
                 self._rebuild()
 
     def forget(self, owner: Any) -> None:
