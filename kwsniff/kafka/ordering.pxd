@@ -2,6 +2,16 @@
 # an extension type with typed attributes. ordering.py stays the one source.
 cimport cython
 
+@cython.locals(i=Py_ssize_t, x=cython.longlong, y=cython.longlong)
+cdef bint _less(tuple a, tuple b)
+@cython.locals(i=Py_ssize_t, x=cython.longlong, y=cython.longlong)
+cdef bint _at_or_after(tuple item, tuple key)
+@cython.locals(pos=Py_ssize_t, parent_pos=Py_ssize_t, parent=tuple)
+cdef _push(list heap, tuple item)
+@cython.locals(last=tuple, top=tuple, n=Py_ssize_t, pos=Py_ssize_t, child=Py_ssize_t,
+               right=Py_ssize_t, parent_pos=Py_ssize_t, parent=tuple)
+cdef tuple _pop(list heap)
+
 cdef class Reorderer:
     cdef public list ready
     cdef public list marks

@@ -22,7 +22,7 @@ Contract:
 
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
+from heapq import heapify
 from typing import Any, Callable
 
 from kwsniff.kafka.model import Exchange
@@ -32,6 +32,73 @@ Key = tuple
 # positions in the heaps' flat items (after the four parts of the key)
 _VERSION = 4
 _OWNER = _ITEM = 5
+#: the parts of a heap item that order it: the key's four and the sequence or version
+#: number (unique, so the item's last part, an exchange or owner, is never compared)
+_ORDER = 5
+
+
+def _less(a: tuple, b: tuple) -> bool:
+    """``a < b`` for two heap items (see :data:`_ORDER`), as tuple comparison says;
+    compiled, the parts are compared as C integers."""
+    for i in range(_ORDER):
+        x = a[i]
+        y = b[i]
+        if x != y:
+            return x < y
+    return False
+
+
+def _at_or_after(item: tuple, key: tuple) -> bool:
+    """``item >= key`` for a heap item and an order key (four parts): an item whose
+    key equals ``key`` is after it, as tuple comparison says."""
+    for i in range(4):
+        x = item[i]
+        y = key[i]
+        if x != y:
+            return x > y
+    return True
+
+
+def _push(heap: list, item: tuple) -> None:
+    """heapq's push with :func:`_less` (the same heap invariant)."""
+    heap.append(item)
+    pos = len(heap) - 1
+    while pos > 0:
+        parent_pos = (pos - 1) >> 1
+        parent = heap[parent_pos]
+        if not _less(item, parent):
+            break
+        heap[pos] = parent
+        pos = parent_pos
+    heap[pos] = item
+
+
+def _pop(heap: list) -> tuple:
+    """heapq's pop with :func:`_less` (the same heap invariant and result)."""
+    last = heap.pop()
+    n = len(heap)
+    if not n:
+        return last
+    top = heap[0]
+    # (as heapq: move the smaller child up to a leaf, then the last item up from there)
+    pos = 0
+    child = 1
+    while child < n:
+        right = child + 1
+        if right < n and not _less(heap[child], heap[right]):
+            child = right
+        heap[pos] = heap[child]
+        pos = child
+        child = 2 * pos + 1
+    while pos > 0:
+        parent_pos = (pos - 1) >> 1
+        parent = heap[parent_pos]
+        if not _less(last, parent):
+            break
+        heap[pos] = parent
+        pos = parent_pos
+    heap[pos] = last
+    return top
 
 
 class Reorderer:
@@ -54,7 +121,7 @@ class Reorderer:
 
     def add(self, key: Key, exchange: Exchange) -> None:
         self._seq += 1
-        heappush(self.ready, key + (self._seq, exchange))
+        _push(self.ready, key + (self._seq, exchange))
         self.dirty = True
 
     def register(self, owner: Any, force: Callable[[], bool]) -> None:
@@ -74,7 +141,7 @@ class Reorderer:
             self.current.pop(owner, None)
         else:
             self.current[owner] = key
-            heappush(self.marks, key + (ver, owner))
+            _push(self.marks, key + (ver, owner))
             if len(self.marks) > 2 * len(self.current) + 64:
                 self._rebuild()
 
@@ -98,7 +165,7 @@ class Reorderer:
                 key = current.get(owner)
                 if key is not None:
                     return key, owner
-            heappop(marks)
+            _pop(marks)
         return None, None
 
     def drain(self, final: bool = False) -> list[Exchange]:
@@ -111,7 +178,7 @@ class Reorderer:
         wm, owner = (None, None) if final else self._watermark()
         while ready:
             # (a flat item whose key equals wm compares greater: it waits, as it must)
-            if wm is not None and ready[0] >= wm:
+            if wm is not None and _at_or_after(ready[0], wm):
                 if len(ready) <= self.limit:
                     break
                 force = self.forcers.get(owner)
@@ -121,7 +188,7 @@ class Reorderer:
                     self.set_open(owner, None)
                 wm, owner = self._watermark()
                 continue
-            item = heappop(ready)
+            item = _pop(ready)
             ex = item[_ITEM]
             key = item[:4]
             if self.last_key is not None and key < self.last_key:
