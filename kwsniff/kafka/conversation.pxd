@@ -8,6 +8,9 @@ from kwsniff.kafka.model cimport KafkaMessage, Exchange
 from kwsniff.kafka.decoding cimport (decode_request, decode_response, header_request,
                                       header_response)
 
+@cython.locals(v=cython.longlong)
+cdef long long _int32(bytes raw)
+
 cdef class Conversation(ResyncChecks):
     @cython.locals(framer=Framer)
     cpdef data(self, d, offset, data, frame, ts)

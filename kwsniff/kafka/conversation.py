@@ -35,7 +35,6 @@ attribute is declared in ``conv_release.pxd``).
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict, deque
 from typing import Any
 
@@ -72,7 +71,13 @@ from kwsniff.kafka.model import (
 )
 
 PRODUCE, METADATA, SASL_HANDSHAKE, API_VERSIONS = 0, 3, 17, 18
-_I32 = struct.Struct(">i")
+
+
+def _int32(raw: bytes) -> int:
+    """The big-endian signed 32-bit integer that starts ``raw`` (at least 4 bytes): a
+    response's correlation id (``struct.unpack_from(">i", raw)[0]``, without a call)."""
+    v = (raw[0] << 24) | (raw[1] << 16) | (raw[2] << 8) | raw[3]
+    return v - 0x100000000 if v >= 0x80000000 else v
 
 
 #: data chunks after which detection, still undecided, looks again only as they grow
@@ -508,7 +513,7 @@ class Conversation(ResyncChecks):
     # ------------------------------------------------------------ responses
     def _response(self, f: Frame, d: int) -> None:
         raw = f.raw
-        corr = _I32.unpack_from(raw, 0)[0] if len(raw) >= 4 else None
+        corr = _int32(raw) if len(raw) >= 4 else None
         if self.fifo and (corr is None or corr not in self.pending):
             self._sasl_token(f, d, client=False)
             return
