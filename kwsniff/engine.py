@@ -193,12 +193,11 @@ class Engine:
         tcp = TcpEventStream(source, self.options.tcp)
         self._tcp = tcp
         self._source = source
-        feed = self._feed
         summary = self.summary
         for ev in tcp:
-            # (feed_event, inlined: one call less per packet)
+            # (feed_event, inlined: one call less per packet; compiled, _feed is a C call)
             try:
-                out = feed(ev)
+                out = self._feed(ev)
             except Exception as err:  # noqa: BLE001 - last line of defence
                 out = self._contain(ev, err)
             if out:
