@@ -53,11 +53,13 @@ from kwsniff.output.pipeline import Selection
 from kwsniff.output.summary import SummaryFormatter
 
 #: one block of every SHARE is rendered by the engine worker, the rest by the other one
-#: (the busier worker sets the wall time. CPU samples of the two on 300,000 chatty
-#: packets: 16 -> 1,184 and 1,033, 32 -> 1,013 and 1,049. Since the render worker makes
-#: its exchanges in C the engine worker is the busier: on the whole chatty capture,
-#: 32 -> 1,032 and 874, 1,024 -> 895 and 821)
-SHARE = 1024
+#: (the busier worker sets the wall time. Instructions of the two workers (callgrind) on
+#: 60,000 chatty packets, 2026-11-28: 1,024 -> 2.86 G and 3.21 G (the render worker,
+#: which decodes each shipped exchange's headers again, is the busier), 8 -> 3.11 and
+#: 2.87, 12 -> 3.03 and 2.99, 16 -> 2.99 and 3.04; past the first 20,000 packets
+#: (connection set-up, rendered by the engine worker as lines) the work per packet is
+#: balanced at about 9 or 10)
+SHARE = 10
 #: an exchange whose frames hold more bytes is rendered by the engine worker (shipped as
 #: its line): copying it through the link and decoding its headers again costs more
 #: than rendering it where it is (its line reads a few headers; the copies are of every
