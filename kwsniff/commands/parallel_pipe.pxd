@@ -4,6 +4,8 @@
 # the one source.
 cimport cython
 from kwsniff.kafka.model cimport Exchange, KafkaMessage
+# (the render worker decodes each shipped exchange's frames again: C calls)
+from kwsniff.kafka.decoding cimport decode_request, decode_response
 
 @cython.locals(req=KafkaMessage, resp=KafkaMessage)
 cpdef bint shippable(Exchange ex)
@@ -19,3 +21,6 @@ cdef class _Link:
     cpdef bint ship(self, Exchange ex)
     @cython.locals(req=KafkaMessage, resp=KafkaMessage, buf=bytearray)
     cpdef exchange(self, Exchange ex)
+
+@cython.locals(req=KafkaMessage, resp=KafkaMessage, at=Py_ssize_t, n=Py_ssize_t)
+cpdef Exchange take_record(bytearray buf, Py_ssize_t start, Py_ssize_t end, dict ends)

@@ -171,14 +171,17 @@ def test_a_failing_worker_is_reported(capsys: pytest.CaptureFixture[str],
 
         monkeypatch.setattr(parallel_pipe, "_X_RECORD", Failing())
     else:
-        real_decode = parallel_pipe.decode_request
+        real_layout = parallel_pipe._EXCHANGE
 
-        def decode(raw: bytes, *args: Any) -> Any:
-            msg = real_decode(raw, *args)
-            msg.problems.append("not as the engine made it")
-            return msg
+        class Cut:
+            """The link's exchange layout, read with the request frame lost: it does not
+            decode again as the engine worker decoded it."""
+            size = real_layout.size
 
-        monkeypatch.setattr(parallel_pipe, "decode_request", decode)
+            def unpack_from(self, buf: bytearray, start: int) -> tuple:
+                return (*real_layout.unpack_from(buf, start)[:5], 0)
+
+        monkeypatch.setattr(parallel_pipe, "_EXCHANGE", Cut())
     code, out, err = _run(capsys, ["decode", "-j", "2", str(CODECS)])
     assert code == 70
     if where == "engine":
