@@ -21,8 +21,8 @@ Contract:
     ``kwsniff.exchange/1`` line, a ``kind`` other than exchange/record/summary, an
     exchange without ``ts``/``index``).
 
-  Both frames are persisted (memory, spilling to disk), as is anything jobs share
-  through :meth:`Exports.derived`; call :meth:`Exports.release` at the end.
+  Both frames are persisted (memory, spilling to disk); anything jobs share through
+  :meth:`Exports.derived` is a local checkpoint; call :meth:`Exports.release` at the end.
 * Missing local inputs raise :class:`~kwsniff.errors.UserError` before Spark reads.
 """
 
@@ -98,19 +98,31 @@ class Exports:
     _derived: dict[str, DataFrame] = field(default_factory=dict)
 
     def derived(self, name: str, build: Callable[[Exports], DataFrame]) -> DataFrame:
-        """``build(self)``, persisted and shared by every job that asks for ``name``."""
+        """``build(self)``, shared by every job that asks for ``name``: a local checkpoint
+        (computed once, at its first use, and kept in memory, spilling to disk). The frame
+        has no lineage: plans built on it start from its rows, so the (often wide) plan of
+        ``build`` is planned once instead of again inside every table derived from it."""
         df = self._derived.get(name)
         if df is None:
-            df = build(self).persist(StorageLevel.MEMORY_AND_DISK)
+            df = build(self).localCheckpoint(eager=False)
             self._derived[name] = df
             self._persisted.append(df)
         return df
 
     def release(self) -> None:
         for df in self._persisted:
-            df.unpersist()
+            _release(df)
         self._persisted.clear()
         self._derived.clear()
+
+
+def _release(df: DataFrame) -> None:
+    """Unpersist ``df``; for a local checkpoint (:meth:`Exports.derived`), the blocks of
+    its checkpointed RDD, which ``unpersist`` does not reach."""
+    df.unpersist()
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
 
 
 def _is_remote(path: str) -> bool:
