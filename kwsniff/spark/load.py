@@ -21,8 +21,9 @@ Contract:
     ``kwsniff.exchange/1`` line, a ``kind`` other than exchange/record/summary, an
     exchange without ``ts``/``index``).
 
-  Both frames are persisted (memory, spilling to disk); anything jobs share through
-  :meth:`Exports.derived` is a local checkpoint; call :meth:`Exports.release` at the end.
+  Both frames are persisted (memory, spilling to disk), as is anything jobs share
+  through :meth:`Exports.derived` (a local checkpoint on a local master); call
+  :meth:`Exports.release` at the end.
 * Missing local inputs raise :class:`~kwsniff.errors.UserError` before Spark reads.
 """
 
@@ -39,6 +40,7 @@ from pyspark.sql import types as T
 
 from kwsniff.errors import UserError
 from kwsniff.spark.schema import SCHEMA_ID, exchange_schema, line_schema
+from kwsniff.spark.session import is_local_master
 from kwsniff.spark.views import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
@@ -98,13 +100,18 @@ class Exports:
     _derived: dict[str, DataFrame] = field(default_factory=dict)
 
     def derived(self, name: str, build: Callable[[Exports], DataFrame]) -> DataFrame:
-        """``build(self)``, shared by every job that asks for ``name``: a local checkpoint
-        (computed once, at its first use, and kept in memory, spilling to disk). The frame
-        has no lineage: plans built on it start from its rows, so the (often wide) plan of
-        ``build`` is planned once instead of again inside every table derived from it."""
+        """``build(self)``, shared by every job that asks for ``name``. On a local master
+        it is a local checkpoint (computed once, at its first use, and kept in memory,
+        spilling to disk): the frame has no lineage, so plans built on it start from its
+        rows and the (often wide) plan of ``build`` is planned once instead of again
+        inside every table derived from it. On a cluster, where an executor that goes
+        away would take checkpoint blocks with it, it is persisted instead."""
         df = self._derived.get(name)
         if df is None:
-            df = build(self).localCheckpoint(eager=False)
+            df = build(self)
+            df = df.localCheckpoint(eager=False) \
+                if is_local_master(df.sparkSession.sparkContext.master) \
+                else df.persist(StorageLevel.MEMORY_AND_DISK)
             self._derived[name] = df
             self._persisted.append(df)
         return df
