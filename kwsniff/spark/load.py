@@ -22,7 +22,8 @@ Contract:
     exchange without ``ts``/``index``).
 
   Both frames are persisted (memory, spilling to disk), as is anything jobs share
-  through :meth:`Exports.derived`; call :meth:`Exports.release` at the end.
+  through :meth:`Exports.derived` (a local checkpoint on a local master); call
+  :meth:`Exports.release` at the end.
 * Missing local inputs raise :class:`~kwsniff.errors.UserError` before Spark reads.
 """
 
@@ -39,6 +40,7 @@ from pyspark.sql import types as T
 
 from kwsniff.errors import UserError
 from kwsniff.spark.schema import SCHEMA_ID, exchange_schema, line_schema
+from kwsniff.spark.session import is_local_master
 from kwsniff.spark.views import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
@@ -98,19 +100,36 @@ class Exports:
     _derived: dict[str, DataFrame] = field(default_factory=dict)
 
     def derived(self, name: str, build: Callable[[Exports], DataFrame]) -> DataFrame:
-        """``build(self)``, persisted and shared by every job that asks for ``name``."""
+        """``build(self)``, shared by every job that asks for ``name``. On a local master
+        it is a local checkpoint (computed once, at its first use, and kept in memory,
+        spilling to disk): the frame has no lineage, so plans built on it start from its
+        rows and the (often wide) plan of ``build`` is planned once instead of again
+        inside every table derived from it. On a cluster, where an executor that goes
+        away would take checkpoint blocks with it, it is persisted instead."""
         df = self._derived.get(name)
         if df is None:
-            df = build(self).persist(StorageLevel.MEMORY_AND_DISK)
+            df = build(self)
+            df = df.localCheckpoint(eager=False) \
+                if is_local_master(df.sparkSession.sparkContext.master) \
+                else df.persist(StorageLevel.MEMORY_AND_DISK)
             self._derived[name] = df
             self._persisted.append(df)
         return df
 
     def release(self) -> None:
         for df in self._persisted:
-            df.unpersist()
+            _release(df)
         self._persisted.clear()
         self._derived.clear()
+
+
+def _release(df: DataFrame) -> None:
+    """Unpersist ``df``; for a local checkpoint (:meth:`Exports.derived`), the blocks of
+    its checkpointed RDD, which ``unpersist`` does not reach."""
+    df.unpersist()
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
 
 
 def _is_remote(path: str) -> bool:

@@ -166,3 +166,26 @@ def test_driver_written_table_equals_spark_written(spark, tmp_path: Path) -> Non
     assert by_driver.schema == by_spark.schema
     assert sorted(map(str, by_driver.collect())) == sorted(map(str, by_spark.collect()))
     assert not list((tmp_path / "driver" / "csv").glob(".*"))
+
+
+def test_derived_frames_are_shared_checkpoints_freed_on_release(spark, export_dir: Path) -> None:  # noqa: ANN001
+    """A frame jobs share (:meth:`Exports.derived`) is built once, has no lineage on a
+    local master (its plan is a scan of checkpointed rows) and :meth:`Exports.release`
+    frees the blocks it left in the block manager."""
+    from kwsniff.spark.jobs.producers import producer_events
+    from kwsniff.spark.load import load_exports
+
+    def cached_rdds() -> set[int]:
+        return {int(k) for k in spark.sparkContext._jsc.getPersistentRDDs().keys()}
+
+    exports = load_exports(spark, [str(export_dir / "rdkafka-idempotent-txn.jsonl")])
+    before = cached_rdds()
+    try:
+        events = exports.derived("producer_events", producer_events)
+        assert exports.derived("producer_events", producer_events) is events
+        assert events._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
+        assert events.count() > 0
+        assert cached_rdds() - before       # the checkpoints are in the block manager
+    finally:
+        exports.release()
+    assert not cached_rdds() - before

@@ -182,16 +182,21 @@ def _record_events(ex: DataFrame, rec: DataFrame) -> DataFrame:
     return produced.unionByName(markers)
 
 
-def producer_events(exports: Exports) -> DataFrame:
-    """All producer events, with producer ids and transactional ids completed from each
-    other where the capture pairs them (see the module contract)."""
+def _raw_events(exports: Exports) -> DataFrame:
+    """The producer events of bodies and record lines, ids not yet completed."""
     ex, rec = exports.exchanges, exports.records
     if exports.record_lines:
         with_records = rec.filter(F.col("side") == "request").select("capture").distinct()
-        events = _body_events(ex).unionByName(_body_produce(ex, with_records)) \
+        return _body_events(ex).unionByName(_body_produce(ex, with_records)) \
             .unionByName(_record_events(ex, rec))
-    else:
-        events = _body_events(ex).unionByName(_body_produce(ex, None))
+    return _body_events(ex).unionByName(_body_produce(ex, None))
+
+
+def producer_events(exports: Exports) -> DataFrame:
+    """All producer events, with producer ids and transactional ids completed from each
+    other where the capture pairs them (see the module contract)."""
+    # Read three times below: shared (checkpointed) so its wide plan is planned once.
+    events = exports.derived("producer_raw_events", _raw_events)
     # transactional produce requests: the producer id last known for their transactional id
     w = Window.partitionBy("transactional_id").orderBy("ts", "index") \
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
