@@ -53,13 +53,14 @@ from kwsniff.output.pipeline import Selection
 from kwsniff.output.summary import SummaryFormatter
 
 #: one block of every SHARE is rendered by the engine worker, the rest by the other one
-#: (the busier worker sets the wall time. Instructions of the two workers (callgrind) on
-#: 60,000 chatty packets, 2026-11-28: 1,024 -> 2.86 G and 3.21 G (the render worker,
-#: which decodes each shipped exchange's headers again, is the busier), 8 -> 3.11 and
-#: 2.87, 12 -> 3.03 and 2.99, 16 -> 2.99 and 3.04; past the first 20,000 packets
-#: (connection set-up, rendered by the engine worker as lines) the work per packet is
-#: balanced at about 9 or 10)
-SHARE = 10
+#: (the busier worker sets the wall time. CPU seconds of the two workers on the whole
+#: chatty benchmark capture, quiet machine, 2026-11-28: 1,024 -> 6.0-6.1 and 5.3,
+#: 10 -> 6.7-7.1 and 5.0-5.2: the engine worker is the busier in time, although
+#: callgrind counts more instructions in the render worker (8 -> 3.11 G and 2.87 G,
+#: 1,024 -> 2.86 G and 3.21 G on 60,000 packets): the engine's state misses the caches,
+#: the render worker's short-lived objects do not. Measure balance in time, not in
+#: instructions)
+SHARE = 1024
 #: an exchange whose frames hold more bytes is rendered by the engine worker (shipped as
 #: its line): copying it through the link and decoding its headers again costs more
 #: than rendering it where it is (its line reads a few headers; the copies are of every
