@@ -6,10 +6,11 @@ cimport cython
 cdef bint _less(tuple a, tuple b)
 @cython.locals(i=Py_ssize_t, x=cython.longlong, y=cython.longlong)
 cdef bint _at_or_after(tuple item, tuple key)
-@cython.locals(pos=Py_ssize_t, parent_pos=Py_ssize_t, parent=tuple)
+@cython.locals(parent_pos=Py_ssize_t, parent=tuple)
+cdef _sift_up(list heap, Py_ssize_t pos, tuple item)
 cdef _push(list heap, tuple item)
 @cython.locals(last=tuple, top=tuple, n=Py_ssize_t, pos=Py_ssize_t, child=Py_ssize_t,
-               right=Py_ssize_t, parent_pos=Py_ssize_t, parent=tuple)
+               right=Py_ssize_t)
 cdef tuple _pop(list heap)
 
 cdef class Reorderer:

@@ -59,10 +59,9 @@ def _at_or_after(item: tuple, key: tuple) -> bool:
     return True
 
 
-def _push(heap: list, item: tuple) -> None:
-    """heapq's push with :func:`_less` (the same heap invariant)."""
-    heap.append(item)
-    pos = len(heap) - 1
+def _sift_up(heap: list, pos: int, item: tuple) -> None:
+    """Put ``item`` at ``pos`` of ``heap`` or above it, moving the greater parents down
+    (heapq's ``_siftdown`` with :func:`_less`)."""
     while pos > 0:
         parent_pos = (pos - 1) >> 1
         parent = heap[parent_pos]
@@ -71,6 +70,12 @@ def _push(heap: list, item: tuple) -> None:
         heap[pos] = parent
         pos = parent_pos
     heap[pos] = item
+
+
+def _push(heap: list, item: tuple) -> None:
+    """heapq's push with :func:`_less` (the same heap invariant)."""
+    heap.append(item)
+    _sift_up(heap, len(heap) - 1, item)
 
 
 def _pop(heap: list) -> tuple:
@@ -90,14 +95,7 @@ def _pop(heap: list) -> tuple:
         heap[pos] = heap[child]
         pos = child
         child = 2 * pos + 1
-    while pos > 0:
-        parent_pos = (pos - 1) >> 1
-        parent = heap[parent_pos]
-        if not _less(last, parent):
-            break
-        heap[pos] = parent
-        pos = parent_pos
-    heap[pos] = last
+    _sift_up(heap, pos, last)
     return top
 
 
