@@ -308,11 +308,8 @@ class Framer:
             # leaves us SYNCED inside a frame the hole cuts, handled below
             out.extend(self._hunt(True))
             out.extend(self._settle())
-        if self.state == SYNCED:
-            # whole frames that probation's check left uncut (SHORT): cut them now
-            out.extend(self._cut())
-        if self.state == HUNTING:
-            self._drop_all(count=True)
+            if self.state == HUNTING:
+                self._drop_all(count=True)
         state = self.state
         if state == BUFFERING:
             # keep nothing from before the hole: the decision will be made on what follows
@@ -362,10 +359,6 @@ class Framer:
         if self.state == HUNTING:
             out.extend(self._hunt(True))
             out.extend(self._settle())
-        if self.state == SYNCED:
-            # whole frames that probation's check left uncut (SHORT): cut them now; a
-            # size that turns out implausible leaves the rest to be counted as skipped
-            out.extend(self._cut())
         if self.state == FILLING and self._fill_frame is not None:
             out.append(self._fill_frame)
             self._fill_frame = None
@@ -590,9 +583,19 @@ class Framer:
 
     def _settle(self) -> list[Frame]:
         """The stream stops (hole or end) during probation: keep the held frames only if
-        a frame after the accepted start was checked too, else drop them as skipped."""
+        a frame after the accepted start was checked too, else drop them as skipped; then
+        cut the whole frames after them that the probation's check left uncut (SHORT: it
+        wanted bytes that will not come)."""
         if not self.probation:
             return []
+        out = self._end_probation()
+        if self.state == SYNCED:
+            # (a size that turns out implausible leaves the rest to be counted as skipped)
+            out.extend(self._cut())
+        return out
+
+    def _end_probation(self) -> list[Frame]:
+        """:meth:`_settle`'s verdict on the held frames: released, or dropped as skipped."""
         held = self.held
         if len(held) >= 2:
             return self._release()
