@@ -14,6 +14,7 @@ cdef class Engine:
     cdef public object options, summary
     cdef public Context ctx
     cdef public dict convs, connections, tls, tls_info
+    cdef public object _conn_order, _tls_order
     cdef public list _tls_unread, _earlier, _tls_done
     cdef public object _source, _secrets_seen
     cdef public object _next_sweep, _tcp

@@ -9,7 +9,9 @@ Contract:
   ``index`` values in that order.  Nothing here does I/O; nothing raises on bad bytes.
 * :attr:`Engine.summary` (:class:`RunSummary`) holds run counters, readable at any time;
   :attr:`Engine.connections` the :class:`~kwsniff.kafka.conn_summary.ConnectionSummary`
-  of every connection that carried (or, on a Kafka port, should have carried) Kafka.
+  of every finished connection that carried (or, on a Kafka port, should have carried)
+  Kafka, at most ``max_connection_summaries`` of them (the oldest forgotten first; 0 for
+  output that never lists connections: ``decode``, ``export``, ``stats``, ``live``).
 * Sans-IO use (live capture, tests): :meth:`Engine.feed_event` with TCP events,
   :meth:`Engine.tick` to let capture time pass, :meth:`Engine.finish` at the end.
 * Memory is bounded by the options: waiting requests expire after ``timeout`` seconds
@@ -35,6 +37,7 @@ Contract:
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -79,7 +82,11 @@ class EngineOptions:
     # counters and exchange order are unchanged)
     defer_bodies: bool = False
     max_problems: int = 1000             # run problems kept (the rest are counted)
+    # finished connections' summaries kept for Engine.connections (the oldest forgotten
+    # first; 0: none, for output that never lists connections)
     max_connection_summaries: int = 100_000
+    # decrypted TLS connections whose TlsInfo their exchanges get (the oldest forgotten)
+    max_tls_infos: int = 100_000
     tcp: TcpOptions | None = None        # TCP layer limits
     # TLS secrets (kwsniff.tls.KeyLog, from --tls-keylog / SSLKEYLOGFILE); None: no keys,
     # TLS connections are still followed through their handshake and reported
@@ -163,10 +170,12 @@ class Engine:
             self.summary, opts.reorder_limit)
         self.convs: dict[int, Conversation] = {}
         self.connections: dict[int, ConnectionSummary] = {}
+        self._conn_order: deque[int] = deque()       # its keys, oldest first
         self._next_sweep: float | None = None
         self._tcp: TcpEventStream | None = None
         self.tls: dict[int, Any] = {}                # stream -> engine_tls.TlsLink being followed
         self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
+        self._tls_order: deque[int] = deque()        # its keys, oldest first
         self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
         self._tls_done: list[tuple] = []             # (Connection, decrypted record bytes,
                                                      # gap bytes) of links no longer followed
@@ -493,6 +502,9 @@ class Engine:
             return
         if conv.state == "undecided":
             return
+        limit = self.options.max_connection_summaries
+        if limit <= 0:
+            return
         conns = self.connections
         prev = conns.get(cs.stream)
         if prev is not None and prev is not cs:
@@ -500,11 +512,9 @@ class Engine:
             # FIN): the summary of its earlier part is kept too
             earlier = self._earlier
             earlier.append(prev)
-            if len(earlier) > self.options.max_connection_summaries:
+            if len(earlier) > limit:
                 del earlier[0]
-        conns[cs.stream] = cs
-        if len(conns) > self.options.max_connection_summaries:
-            del conns[next(iter(conns))]
+        _keep(conns, self._conn_order, cs.stream, cs, limit)
 
     def _learned(self, endpoint: tuple) -> None:
         """``Context.on_learn``: a broker endpoint became known to speak Kafka."""
@@ -717,10 +727,8 @@ class Engine:
     def _tls_decrypted(self, link: Any) -> None:
         """Remember the connection's TlsInfo for its exchanges (bounded like the
         connection summaries: the oldest are forgotten first)."""
-        infos = self.tls_info
-        infos[link.conn.index] = link.session.info
-        if len(infos) > self.options.max_connection_summaries:
-            del infos[next(iter(infos))]
+        _keep(self.tls_info, self._tls_order, link.conn.index, link.session.info,
+              self.options.max_tls_infos)
 
     def _tls_report(self, link: Any) -> None:
         if link.reported:
@@ -813,6 +821,19 @@ class Engine:
         parts.extend((k, 2, 0, cs) for k, cs in out.items())
         parts.sort(key=lambda p: p[:3])
         return [p[3] for p in parts]
+
+
+def _keep(table: dict, order: deque, key: int, value: Any, limit: int) -> None:
+    """``table[key] = value``, then forget the oldest keys (first stored) while it holds
+    more than ``limit``. ``order`` holds ``table``'s keys in the order they were first
+    stored (nothing else removes them), so forgetting is O(1): ``del table[next(iter(
+    table))]`` scans the slots of every key deleted before it, O(n) each on a table of
+    100,000 connections."""
+    if key not in table:
+        order.append(key)
+    table[key] = value
+    while len(table) > limit:
+        del table[order.popleft()]
 
 
 def _tls_note(link: Any, why: str) -> str:

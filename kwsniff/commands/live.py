@@ -26,7 +26,7 @@ DEFAULT_PORT = 9092
 DEFAULT_LIVE_TIMEOUT = 60.0
 WRITER_FLUSH_SECONDS = 0.5
 DROP_CHECK_SECONDS = 5.0
-LIVE_CONNECTION_SUMMARIES = 10_000
+LIVE_TLS_INFOS = 10_000
 
 
 def _positive_float(text: str) -> float:
@@ -234,8 +234,10 @@ def _engine_options(args: argparse.Namespace, ports: tuple[int, ...]) -> Any:
     opts.ports = ports
     opts.auto_detect = not args.no_detect
     opts.timeout = args.timeout
-    # live output never lists connections: remember fewer finished ones (memory over hours)
-    opts.max_connection_summaries = LIVE_CONNECTION_SUMMARIES
+    # live output never lists connections: no finished connection's summary is kept, and
+    # fewer decrypted connections' TLS details (memory over hours)
+    opts.max_connection_summaries = 0
+    opts.max_tls_infos = LIVE_TLS_INFOS
     from kwsniff.commands.decode import tls_keylog
     opts.tls_keylog = tls_keylog(args)
     opts.tls_live = True                 # clients write their secrets as they connect

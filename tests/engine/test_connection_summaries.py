@@ -1,0 +1,74 @@
+"""The engine's finished-connection summaries (``Engine.connections``) and decrypted
+connections' TLS details (``Engine.tls_info``) are bounded tables: the oldest entries
+are forgotten first, and commands whose output never lists connections keep none."""
+
+from __future__ import annotations
+
+import argparse
+from collections import deque
+
+import pytest
+from capture_edit import decode, packets
+
+from kwsniff.commands.decode import engine_options
+from kwsniff.engine import _keep
+
+CAPTURE = "rdkafka-consumer-group.pcap"
+
+
+def _retired_order(pkts: list[tuple]) -> list[int]:
+    """Stream indexes of the finished Kafka connections, in the order they finished."""
+    eng, _ = decode(pkts)
+    return list(eng.connections)
+
+
+def test_the_newest_summaries_are_kept_up_to_the_limit() -> None:
+    pkts = packets(CAPTURE)
+    order = _retired_order(pkts)
+    assert len(order) >= 4
+    for limit in (1, 2, len(order) - 1):
+        eng, out = decode(pkts, max_connection_summaries=limit)
+        assert list(eng.connections) == order[-limit:]
+        assert list(eng._conn_order) == order[-limit:]     # (no key left behind)
+        # the decoding itself is the same
+        assert len(out) == len(decode(pkts)[1])
+
+
+def test_no_summary_is_kept_at_zero_and_nothing_else_changes() -> None:
+    pkts = packets(CAPTURE)
+    full, base = decode(pkts)
+    eng, out = decode(pkts, max_connection_summaries=0)
+    assert eng.connections == {} and not eng._conn_order and not eng._earlier
+    assert [(e.index, e.stream, e.status, e.api_key) for e in out] == \
+        [(e.index, e.stream, e.status, e.api_key) for e in base]
+    assert eng.summary.kafka_connections == full.summary.kafka_connections > 0
+    assert eng.summary.problems == full.summary.problems
+
+
+def test_streaming_commands_keep_no_connection_summary() -> None:
+    """``decode``, ``export``, ``stats`` (and the parallel and Spark decoders that share
+    their options) never list connections."""
+    args = argparse.Namespace(port=None, no_detect=False, timeout=None)
+    assert engine_options(args).max_connection_summaries == 0
+
+
+def test_keep_forgets_the_oldest_first_stored_key() -> None:
+    table: dict[int, str] = {}
+    order: deque[int] = deque()
+    for key in (5, 3, 9):
+        _keep(table, order, key, f"v{key}", 2)
+    assert table == {3: "v3", 9: "v9"} and list(order) == [3, 9]
+    _keep(table, order, 3, "again", 2)          # stored again: keeps its place
+    assert table == {3: "again", 9: "v9"} and list(order) == [3, 9]
+    _keep(table, order, 7, "v7", 2)
+    assert table == {9: "v9", 7: "v7"} and list(order) == [9, 7]
+
+
+@pytest.mark.parametrize("n", [10, 1000])
+def test_keep_holds_at_most_limit_keys(n: int) -> None:
+    table: dict[int, int] = {}
+    order: deque[int] = deque()
+    for key in range(n):
+        _keep(table, order, key, key, 7)
+        assert len(table) == len(order) == min(key + 1, 7)
+    assert list(table) == list(range(n - 7, n))
