@@ -19,6 +19,7 @@ cdef class Context:
     cdef public Reorderer reorder
     cdef public object topic_ids, histories, learned, stats, now
     cdef public object annotate_ctx, unordered, on_learn, on_other
+    cdef public dict version_ranges
 
 
 cdef class Pending:

@@ -67,7 +67,7 @@ class Context:
     """State shared by all conversations of one run."""
 
     __slots__ = ("options", "reorder", "topic_ids", "histories", "learned", "stats", "now",
-                 "annotate_ctx", "unordered", "on_learn", "on_other")
+                 "annotate_ctx", "unordered", "on_learn", "on_other", "version_ranges")
 
     def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000) -> None:
         self.options = options
@@ -83,6 +83,24 @@ class Context:
         # called with a conversation not on a Kafka port judged not Kafka, before its
         # framers drop what detection buffered (the engine keeps the start)
         self.on_other: Any = None
+        # one dict per distinct ApiVersions answer (see shared_ranges)
+        self.version_ranges: dict[tuple, dict[int, tuple[int, int]]] = {}
+
+    def shared_ranges(self, ranges: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """The run's dict equal to ``ranges`` (the API version ranges of an ApiVersions
+        answer), ``ranges`` itself the first time: connections to the same brokers get
+        the same answer, and each connection's summary keeps one (about 4 KB for 60
+        APIs; the TUI keeps 100,000 summaries). Readers never change these dicts (the
+        :class:`~kwsniff.kafka.conn_summary.ConnectionSummary` contract). Bounded: past
+        1,024 distinct answers the table starts again."""
+        key = tuple(ranges.items())
+        known = self.version_ranges.get(key)
+        if known is not None:
+            return known
+        if len(self.version_ranges) >= 1024:
+            self.version_ranges.clear()
+        self.version_ranges[key] = ranges
+        return ranges
 
     def learn(self, endpoint: tuple[str, int]) -> None:
         """Remember a broker endpoint (bounded: a port scan must not grow memory); a new

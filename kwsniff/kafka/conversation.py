@@ -583,6 +583,7 @@ class Conversation(ResyncChecks):
                         if isinstance(k, int) and isinstance(lo, int) and isinstance(hi, int):
                             ranges[k] = (lo, hi)
                 if ranges:
+                    ranges = ctx.shared_ranges(ranges)
                     s.api_versions = ranges
                     s.api_versions_frame = msg.frame_last
                     self.broker_ranges = ranges

@@ -72,3 +72,37 @@ def test_keep_holds_at_most_limit_keys(n: int) -> None:
         _keep(table, order, key, key, 7)
         assert len(table) == len(order) == min(key + 1, 7)
     assert list(table) == list(range(n - 7, n))
+
+
+def test_equal_api_versions_answers_share_one_dict() -> None:
+    """Connections that got the same ApiVersions answer keep one dict of version
+    ranges between them (not one each), equal to the answer; different answers keep
+    their own."""
+    from kwsniff.engine import Engine, EngineOptions
+    eng = Engine(EngineOptions())
+    out = list(eng.run(packets(CAPTURE)))
+    answers = {}
+    for ex in out:
+        if ex.api_key == 18 and ex.response is not None and ex.response.body:
+            keys = ex.response.body.get("ApiKeys") or []
+            answers[ex.stream] = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"])
+                                  for k in keys}
+    summaries = [cs for cs in eng.connection_summaries() if cs.api_versions]
+    assert len(summaries) >= 2
+    for cs in summaries:
+        assert cs.api_versions == answers[cs.stream]
+    by_content: dict[tuple, set[int]] = {}
+    for cs in summaries:
+        by_content.setdefault(tuple(cs.api_versions.items()), set()).add(id(cs.api_versions))
+    assert all(len(ids) == 1 for ids in by_content.values())
+    assert len({id(cs.api_versions) for cs in summaries}) == len(by_content) < len(summaries)
+
+
+def test_shared_ranges_is_bounded() -> None:
+    from kwsniff.engine import Engine
+    ctx = Engine().ctx
+    first = ctx.shared_ranges({18: (0, 3)})
+    assert ctx.shared_ranges({18: (0, 3)}) is first
+    for n in range(1100):
+        ctx.shared_ranges({18: (0, n)})
+    assert len(ctx.version_ranges) <= 1024
