@@ -33,6 +33,7 @@ Contract:
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from kwsniff.kafka.sasl import token_error, token_user
@@ -142,7 +143,9 @@ class AuthTracker:
 
     def __init__(self, limit: int = 10_000) -> None:
         self.limit = max(2, limit)
-        self.open: dict[int, _Attempt] = {}          # stream -> attempt in progress
+        # stream -> attempt in progress, oldest first (an OrderedDict: its first key is
+        # found in O(1) after the keys before it were removed, a dict's is not)
+        self.open: OrderedDict[int, _Attempt] = OrderedDict()
         self.rows: dict[tuple[Any, ...], list[int]] = {}   # key -> [attempts, first stream]
         self.outcomes: dict[str, int] = {o: 0 for o in OUTCOMES}
         self.dropped_rows = 0

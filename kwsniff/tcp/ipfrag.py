@@ -12,6 +12,7 @@ gap in the TCP stream.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable
 
 from kwsniff.tcp.problems import ProblemLog
@@ -40,7 +41,9 @@ class FragmentReassembler:
         self.timeout = timeout
         self.reassembled = 0
         self.dropped = 0
-        self._pending: dict[Hashable, _Datagram] = {}
+        # (oldest first; an OrderedDict: its first key is found in O(1) after the keys
+        # before it were removed, a dict's is not)
+        self._pending: OrderedDict[Hashable, _Datagram] = OrderedDict()
 
     def add(self, key: Hashable, offset: int, more: bool, payload: bytes, frame: int,
             ts: float, label: str) -> bytes | None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections import OrderedDict
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -222,7 +223,8 @@ class ExchangeStore:
         self.routes = Interner(NO_ROUTE)
         self.protocols = Interner("kafka")
         self.facts_table = Interner(EMPTY_FACTS)
-        self.connections: dict[int, ConnectionRow] = {}
+        # (oldest first: dropping the oldest is O(1), as a dict's front is not)
+        self.connections: OrderedDict[int, ConnectionRow] = OrderedDict()
         self.connections_dropped = 0
         self.first_ts: float | None = None
         # ((segment, file), offset, records) of the last block read
@@ -305,7 +307,7 @@ class ExchangeStore:
         c = conns.get(stream)
         if c is None:
             if len(conns) >= self.max_connections:
-                del conns[next(iter(conns))]
+                conns.popitem(last=False)
                 self.connections_dropped += 1
             c = conns[stream] = ConnectionRow(stream, client, broker, protocol,
                                               first_ts=ts, last_ts=end)

@@ -91,7 +91,8 @@ class GroupTimeline:
         self.round_events: list[str] = []
         self.left: set[str] = set()                    # member ids that left this round
         self.clients: dict[str, str | None] = {}      # member id -> client id
-        self.heartbeats: dict[str, float] = {}        # member id -> last heartbeat ts
+        # member id -> last heartbeat ts (oldest first: an OrderedDict drops it in O(1))
+        self.heartbeats: OrderedDict[str, float] = OrderedDict()
         self.dropped = 0
         self.errors: dict[str, int] = {}
 
@@ -269,7 +270,7 @@ class GroupTimeline:
         if mid:
             self.heartbeats[mid] = req.ts_first
             if len(self.heartbeats) > 4 * self.keep + 1024:
-                self.heartbeats.pop(next(iter(self.heartbeats)))
+                self.heartbeats.popitem(last=False)
         if resp is not None and isinstance(resp.body, dict):
             code = integer(resp.body, "ErrorCode") or 0
             if code and code != REBALANCE_IN_PROGRESS:
