@@ -18,7 +18,10 @@ cdef class Engine:
     cdef public list _tls_unread, _earlier, _tls_done
     cdef public object _source, _secrets_seen
     cdef public object _next_sweep, _tcp
-    cdef public dict _parked, _other, _late, _counted, _starts
+    cdef public dict _other, _late, _counted
+    # (OrderedDicts, dropped oldest first: object, not dict, so that Cython does not
+    # reach into them with the dict C API)
+    cdef public object _parked, _starts
     cdef public object _start_bytes
     cdef public bint _finishing
 

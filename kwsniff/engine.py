@@ -37,7 +37,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -181,16 +181,18 @@ class Engine:
                                                      # gap bytes) of links no longer followed
         self._source: Any = None                     # the capture (its embedded secrets)
         self._secrets_seen = 0                       # ... key logs already taken
-        self._parked: dict[int, Any] = {}        # stream -> (open Connection judged not
-                                                 # Kafka, stream bytes it delivered)
+        # (_parked and _starts drop their oldest entries first: OrderedDicts, whose first
+        # key is found in O(1) after the ones before it were removed, a dict's is not)
+        # stream -> (open Connection judged not Kafka, stream bytes it delivered)
+        self._parked: OrderedDict[int, Any] = OrderedDict()
         self._other: dict[int, Any] = {}         # stream -> Connection judged not Kafka
         self._late: dict[int, int] = {}          # stream -> directions whose skip is pending
         self._earlier: list = []                 # summaries of earlier parts of reopened
                                                  # connections (see connection_summaries)
         self._counted: dict[int, int] = {}       # stream -> bytes of a revived connection
                                                  # already counted as not Kafka
-        self._starts: dict[int, Any] = {}        # stream -> (Connection, [segments of each
-                                                 # direction], bytes) judged not Kafka
+        # stream -> (Connection, [segments of each direction], bytes) judged not Kafka
+        self._starts: OrderedDict[int, Any] = OrderedDict()
         self._start_bytes = 0
         self._finishing = False
         self.ctx.on_learn = self._learned
