@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -51,6 +51,7 @@ MAX_POINTS = 600          # time-series points per chart line
 WRITERS = 4               # tables written concurrently
 HTML_ROWS = 5000          # rows per table in report.html (the printed summary shows --top)
 TOP_SERIES = 8            # lines per time-series chart
+E2E_PERCENTILES = (0.5, 0.9, 0.99)  # lines of the end-to-end latency chart
 
 
 @dataclass
@@ -244,22 +245,68 @@ def _per(step: float) -> str:
         else f"{step / 3600:g} h"
 
 
+def _coarse(df: DataFrame, keys: list[str], epoch: str, step: float,
+            **values: Any) -> DataFrame:
+    """``df`` aggregated per ``keys`` and per ``step`` seconds of ``epoch`` (column
+    ``_x``): one column per keyword of ``values`` (name -> aggregate Column). The one
+    Spark aggregation behind a chart's series (:func:`_top_series` ranks it)."""
+    return df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
+        .groupBy(*keys, "_x").agg(*[col.alias(name) for name, col in values.items()])
+
+
+def _top_series(rows: list[Any], key: str, value: str, top: int = TOP_SERIES,
+                skip_null: bool = False) -> dict[str, tuple[list[float], list[float]]]:
+    """The top ``top`` series of collected :func:`_coarse` ``rows`` by total ``value``
+    (nulls count nothing; a series with no total ranks last; ties by ``key``, a missing
+    key last), each one's points ordered by ``_x``, a null ``value`` drawn as 0, or left
+    out with ``skip_null``. Only ranks and orders the small collected result: the
+    aggregation itself is Spark's (:func:`_coarse`)."""
+    if skip_null:
+        rows = [r for r in rows if r[value] is not None]
+    totals = _totals(rows, key, value)
+    leaders = sorted(totals, key=lambda k: (totals[k] is None, -(totals[k] or 0),
+                                            k is None, "" if k is None else k))
+    rank = {k: i for i, k in enumerate(leaders[:top])}
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for r in sorted((r for r in rows if r[key] in rank), key=lambda r: (rank[r[key]], r["_x"])):
+        xs, ys = out.setdefault(str(r[key]), ([], []))
+        xs.append(float(r["_x"]))
+        ys.append(float(r[value] or 0))
+    return out
+
+
 def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
             agg: Callable[[Any], Any] = F.sum) -> dict[str, tuple[list[float], list[float]]]:
     """The top TOP_SERIES series of ``df`` (by total ``value``), aggregated per ``step``
     seconds; only buckets with data (the chart fills or breaks the rest). One action."""
-    coarse = df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
-        .groupBy(key, "_x").agg(agg(value).alias("_y"))
-    ranked = coarse.groupBy(key).agg(F.sum("_y").alias("_t")).withColumn(
-        "_rank", F.row_number().over(Window.orderBy(F.desc("_t"), F.col(key).asc_nulls_last())))
-    leaders = ranked.filter(F.col("_rank") <= TOP_SERIES).select(key, "_rank")
-    rows = coarse.join(F.broadcast(leaders), key).orderBy("_rank", "_x").collect()
-    out: dict[str, tuple[list[float], list[float]]] = {}
+    return _top_series(_coarse(df, [key], epoch, step, _y=agg(value)).collect(), key, "_y")
+
+
+def _split(rows: list[Any], column: str) -> dict[Any, list[Any]]:
+    """Collected ``rows`` grouped by the value of ``column``."""
+    out: dict[Any, list[Any]] = {}
     for r in rows:
-        xs, ys = out.setdefault(str(r[key]), ([], []))
-        xs.append(float(r["_x"]))
-        ys.append(float(r["_y"] or 0))
+        out.setdefault(r[column], []).append(r)
     return out
+
+
+def _totals(rows: list[Any], key: str, value: str) -> dict[Any, Any]:
+    """Sum of ``value`` per ``key`` over small collected rows, as Spark's ``sum`` ranks
+    them: nulls count nothing and a key with only nulls totals None."""
+    totals: dict[Any, Any] = {}
+    for r in rows:
+        total, y = totals.get(r[key]), r[value]
+        totals[r[key]] = total if y is None else y if total is None else total + y
+    return totals
+
+
+def _leaders(rows: list[Any], key: str, n: int) -> list[Any]:
+    """The ``n`` values of ``key`` with the most ``exchanges`` over collected ``rows``
+    (a None total last; ties by ``key``, a missing one first as Spark's ascending order
+    puts it)."""
+    totals = _totals(rows, key, "exchanges")
+    return sorted(totals, key=lambda k: (totals[k] is None, -(totals[k] or 0),
+                                         k is not None, "" if k is None else k))[:n]
 
 
 #: The tables the overview and the charts query (:func:`_overview`, :func:`_chart_data`).
@@ -290,37 +337,43 @@ def _chart_data(tables: dict[str, DataFrame], step: float,
                                                      F.col("partition").cast("string"),
                                                      F.lit("]"))))
 
-    def leaders(key: str, n: int) -> list[Any]:
-        return [r[key] for r in pairs.groupBy(key).agg(F.sum("exchanges").alias("n"))
-                .orderBy(F.desc("n"), key).limit(n).collect()]
-
     queries: dict[str, Callable[[], Any]] = {
         "latency": lambda: tables["latency_by_api"].limit(20).collect(),
         "requests": lambda: _series(tables["requests_over_time"], "api_name", "requests",
                                     "bucket_epoch", step),
-        **{f"thr-{d}": (lambda d=d: _series(thr.filter(F.col("direction") == d), "topic",
-                                            "records", "bucket_epoch", step))
-           for d in ("produce", "fetch", "replica-fetch")},
+        "thr": lambda: _split(_coarse(thr, ["direction", "topic"], "bucket_epoch", step,
+                                      _y=F.sum("records")).collect(), "direction"),
         "errors": lambda: tables["errors_by_code"].limit(20).collect(),
         "lag": lambda: _series(lag, "series", "max_lag", "bucket_epoch", step, F.max),
         "commits": lambda: _series(commits, "series", "committed_offset", "ts", step, F.max),
         "generations": lambda: tables["group_generations"]
         .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start").limit(30).collect(),
         "transactions": lambda: tables["transactions_summary"].limit(30).collect(),
-        "e2e": lambda: {p: _series(e2e, "series", "latency_ms", "delivery_ts", step,
-                                   lambda c, p=p: F.percentile_approx(c, p, accuracy))
-                        for p in (0.5, 0.9, 0.99)},
-        "lag_timeline": lambda: {c: _series(lag_timeline.filter(F.col(c).isNotNull()),
-                                            "series", c, "ts", step, F.max)
-                                 for c in ("lag", "position_lag")},
-        "clients": lambda: leaders("client_id", 15),
-        "brokers": lambda: leaders("broker", 12),
+        "e2e": lambda: _coarse(e2e, ["series"], "delivery_ts", step, **{
+            f"p{i}": F.percentile_approx("latency_ms", p, accuracy)
+            for i, p in enumerate(E2E_PERCENTILES)}).collect(),
+        "lag_timeline": lambda: _coarse(lag_timeline, ["series"], "ts", step,
+                                        lag=F.max("lag"),
+                                        position_lag=F.max("position_lag")).collect(),
+        "pairs": lambda: pairs.groupBy("client_id", "broker")
+        .agg(F.sum("exchanges").alias("exchanges")).collect(),
     }
     with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-charts") as pool:
         futures = {name: pool.submit(query) for name, query in queries.items()}
         data = {name: future.result() for name, future in futures.items()}
-    data["pairs"] = pairs.filter(F.col("broker").isin(data["brokers"])).collect() \
-        if data["brokers"] else []
+    thr_rows = data.pop("thr")
+    for d in ("produce", "fetch", "replica-fetch"):
+        data[f"thr-{d}"] = _top_series(thr_rows.get(d, []), "topic", "_y")
+    e2e_rows = data["e2e"]
+    data["e2e"] = {p: _top_series(e2e_rows, "series", f"p{i}")
+                   for i, p in enumerate(E2E_PERCENTILES)}
+    timeline = data["lag_timeline"]
+    data["lag_timeline"] = {c: _top_series(timeline, "series", c, skip_null=True)
+                            for c in ("lag", "position_lag")}
+    data["clients"] = _leaders(data["pairs"], "client_id", 15)
+    data["brokers"] = _leaders(data["pairs"], "broker", 12)
+    data["pairs"] = [r for r in data["pairs"]
+                     if r["broker"] is not None and r["broker"] in data["brokers"]]
     return data
 
 
