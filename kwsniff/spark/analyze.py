@@ -527,6 +527,9 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     # writes it from the driver (one small collect costs far less than two Spark writes).
     collect = out is not None and not output.is_remote(out)
     collected: dict[str, Any] = {}
+    # On an input of more lines than that, a persisted table is counted (filling its
+    # cache) before it is collected, so one over the cap is not collected for nothing.
+    big = exports.lines > output.DRIVER_ROWS
 
     def run_job(job: Any) -> tuple[dict[str, DataFrame], dict[str, Section], dict[str, Any]]:
         mine: dict[str, DataFrame] = {}
@@ -538,7 +541,8 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
             again = name in REREAD or (name in specs and specs[name][3] is not None)
             mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK) if again or not collect \
                 else df
-            table = output.collect_small(mine[name]) if collect else None
+            table = output.collect_small(mine[name], count_first=big and again) \
+                if collect else None
             if table is not None:
                 got[name] = table
             elif not again and collect:
