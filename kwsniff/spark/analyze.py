@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -245,30 +245,42 @@ def _per(step: float) -> str:
         else f"{step / 3600:g} h"
 
 
-def _coarse(df: DataFrame, keys: list[str], epoch: str, step: float,
+def _ranked(df: DataFrame, keys: list[str], key: str, epoch: str, step: float,
             **values: Any) -> DataFrame:
-    """``df`` aggregated per ``keys`` and per ``step`` seconds of ``epoch`` (column
-    ``_x``): one column per keyword of ``values`` (name -> aggregate Column). The one
-    Spark aggregation behind a chart's series (:func:`_top_series` ranks it)."""
-    return df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
-        .groupBy(*keys, "_x").agg(*[col.alias(name) for name, col in values.items()])
+    """The one Spark aggregation behind a chart: ``df`` aggregated per ``keys`` (the
+    chart's panels, may be empty), ``key`` (its series) and per ``step`` seconds of
+    ``epoch`` (column ``_x``), one column per keyword of ``values`` (name -> aggregate
+    Column), cut to the series that are among the top TOP_SERIES of at least one value
+    column by total (nulls count nothing, ties by ``key``, a missing key last); column
+    ``_r_<name>`` is that series' rank for ``<name>`` (:func:`_top_series` reads it)."""
+    coarse = df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
+        .groupBy(*keys, key, "_x").agg(*[col.alias(name) for name, col in values.items()])
+    totals = coarse.groupBy(*keys, key).agg(*[F.sum(name).alias(f"_t_{name}")
+                                              for name in values])
+    for name in values:
+        order = Window.partitionBy(*keys).orderBy(F.desc(f"_t_{name}"),
+                                                  F.col(key).asc_nulls_last())
+        totals = totals.withColumn(f"_r_{name}", F.row_number().over(order))
+    ranks = [f"_r_{name}" for name in values]
+    best = F.least(*ranks) if len(ranks) > 1 else F.col(ranks[0])
+    leaders = totals.filter(best <= TOP_SERIES).select(*keys, key, *ranks)
+    # null-safe: a series without a name (a null key) keeps its line
+    same = [F.col(f"c.{k}").eqNullSafe(F.col(f"l.{k}")) for k in (*keys, key)]
+    return coarse.alias("c").join(F.broadcast(leaders.alias("l")), same) \
+        .select("c.*", *[F.col(f"l.{r}") for r in ranks])
 
 
-def _top_series(rows: list[Any], key: str, value: str, top: int = TOP_SERIES,
+def _top_series(rows: list[Any], key: str, value: str,
                 skip_null: bool = False) -> dict[str, tuple[list[float], list[float]]]:
-    """The top ``top`` series of collected :func:`_coarse` ``rows`` by total ``value``
-    (nulls count nothing; a series with no total ranks last; ties by ``key``, a missing
-    key last), each one's points ordered by ``_x``, a null ``value`` drawn as 0, or left
-    out with ``skip_null``. Only ranks and orders the small collected result: the
-    aggregation itself is Spark's (:func:`_coarse`)."""
-    if skip_null:
-        rows = [r for r in rows if r[value] is not None]
-    totals = _totals(rows, key, value)
-    leaders = sorted(totals, key=lambda k: (totals[k] is None, -(totals[k] or 0),
-                                            k is None, "" if k is None else k))
-    rank = {k: i for i, k in enumerate(leaders[:top])}
+    """The top series for ``value`` of collected :func:`_ranked` ``rows``, in rank order,
+    each one's points ordered by ``_x``; a null ``value`` is drawn as 0, or left out with
+    ``skip_null`` (a series with only nulls then has no line)."""
+    rank = f"_r_{value}"
+    chosen = sorted((r for r in rows if r[rank] <= TOP_SERIES
+                     and not (skip_null and r[value] is None)),
+                    key=lambda r: (r[rank], r["_x"]))
     out: dict[str, tuple[list[float], list[float]]] = {}
-    for r in sorted((r for r in rows if r[key] in rank), key=lambda r: (rank[r[key]], r["_x"])):
+    for r in chosen:
         xs, ys = out.setdefault(str(r[key]), ([], []))
         xs.append(float(r["_x"]))
         ys.append(float(r[value] or 0))
@@ -279,7 +291,7 @@ def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
             agg: Callable[[Any], Any] = F.sum) -> dict[str, tuple[list[float], list[float]]]:
     """The top TOP_SERIES series of ``df`` (by total ``value``), aggregated per ``step``
     seconds; only buckets with data (the chart fills or breaks the rest). One action."""
-    return _top_series(_coarse(df, [key], epoch, step, _y=agg(value)).collect(), key, "_y")
+    return _top_series(_ranked(df, [], key, epoch, step, _y=agg(value)).collect(), key, "_y")
 
 
 def _split(rows: list[Any], column: str) -> dict[Any, list[Any]]:
@@ -290,23 +302,19 @@ def _split(rows: list[Any], column: str) -> dict[Any, list[Any]]:
     return out
 
 
-def _totals(rows: list[Any], key: str, value: str) -> dict[Any, Any]:
-    """Sum of ``value`` per ``key`` over small collected rows, as Spark's ``sum`` ranks
-    them: nulls count nothing and a key with only nulls totals None."""
-    totals: dict[Any, Any] = {}
-    for r in rows:
-        total, y = totals.get(r[key]), r[value]
-        totals[r[key]] = total if y is None else y if total is None else total + y
-    return totals
+def _heatmap_pairs(pairs: DataFrame, clients: int, brokers: int) -> DataFrame:
+    """``client_broker`` exchanges per client id and broker, cut to the rows of the top
+    ``clients`` client ids or the top ``brokers`` brokers by exchanges (ties by name, a
+    missing one first); ``_rc``/``_rb`` are their ranks (one Spark action to collect)."""
+    cells = pairs.groupBy("client_id", "broker").agg(F.sum("exchanges").alias("exchanges"))
 
-
-def _leaders(rows: list[Any], key: str, n: int) -> list[Any]:
-    """The ``n`` values of ``key`` with the most ``exchanges`` over collected ``rows``
-    (a None total last; ties by ``key``, a missing one first as Spark's ascending order
-    puts it)."""
-    totals = _totals(rows, key, "exchanges")
-    return sorted(totals, key=lambda k: (totals[k] is None, -(totals[k] or 0),
-                                         k is not None, "" if k is None else k))[:n]
+    out = cells.withColumn("_total", F.sum("exchanges").over(Window.partitionBy("client_id")))
+    out = out.withColumn("_rc", F.dense_rank().over(
+        Window.orderBy(F.desc("_total"), F.col("client_id").asc_nulls_first())))
+    out = out.withColumn("_total", F.sum("exchanges").over(Window.partitionBy("broker")))
+    out = out.withColumn("_rb", F.dense_rank().over(
+        Window.orderBy(F.desc("_total"), F.col("broker").asc_nulls_first())))
+    return out.filter((F.col("_rc") <= clients) | (F.col("_rb") <= brokers)).drop("_total")
 
 
 #: The tables the overview and the charts query (:func:`_overview`, :func:`_chart_data`).
@@ -341,7 +349,7 @@ def _chart_data(tables: dict[str, DataFrame], step: float,
         "latency": lambda: tables["latency_by_api"].limit(20).collect(),
         "requests": lambda: _series(tables["requests_over_time"], "api_name", "requests",
                                     "bucket_epoch", step),
-        "thr": lambda: _split(_coarse(thr, ["direction", "topic"], "bucket_epoch", step,
+        "thr": lambda: _split(_ranked(thr, ["direction"], "topic", "bucket_epoch", step,
                                       _y=F.sum("records")).collect(), "direction"),
         "errors": lambda: tables["errors_by_code"].limit(20).collect(),
         "lag": lambda: _series(lag, "series", "max_lag", "bucket_epoch", step, F.max),
@@ -349,14 +357,13 @@ def _chart_data(tables: dict[str, DataFrame], step: float,
         "generations": lambda: tables["group_generations"]
         .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start").limit(30).collect(),
         "transactions": lambda: tables["transactions_summary"].limit(30).collect(),
-        "e2e": lambda: _coarse(e2e, ["series"], "delivery_ts", step, **{
+        "e2e": lambda: _ranked(e2e, [], "series", "delivery_ts", step, **{
             f"p{i}": F.percentile_approx("latency_ms", p, accuracy)
             for i, p in enumerate(E2E_PERCENTILES)}).collect(),
-        "lag_timeline": lambda: _coarse(lag_timeline, ["series"], "ts", step,
+        "lag_timeline": lambda: _ranked(lag_timeline, [], "series", "ts", step,
                                         lag=F.max("lag"),
                                         position_lag=F.max("position_lag")).collect(),
-        "pairs": lambda: pairs.groupBy("client_id", "broker")
-        .agg(F.sum("exchanges").alias("exchanges")).collect(),
+        "pairs": lambda: _heatmap_pairs(pairs, 15, 12).collect(),
     }
     with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-charts") as pool:
         futures = {name: pool.submit(query) for name, query in queries.items()}
@@ -370,10 +377,14 @@ def _chart_data(tables: dict[str, DataFrame], step: float,
     timeline = data["lag_timeline"]
     data["lag_timeline"] = {c: _top_series(timeline, "series", c, skip_null=True)
                             for c in ("lag", "position_lag")}
-    data["clients"] = _leaders(data["pairs"], "client_id", 15)
-    data["brokers"] = _leaders(data["pairs"], "broker", 12)
-    data["pairs"] = [r for r in data["pairs"]
-                     if r["broker"] is not None and r["broker"] in data["brokers"]]
+    cells = data["pairs"]
+    data["clients"] = [r["client_id"] for r in sorted({r["_rc"]: r for r in cells
+                                                       if r["_rc"] <= 15}.values(),
+                                                      key=lambda r: r["_rc"])]
+    data["brokers"] = [r["broker"] for r in sorted({r["_rb"]: r for r in cells
+                                                    if r["_rb"] <= 12}.values(),
+                                                   key=lambda r: r["_rb"])]
+    data["pairs"] = [r for r in cells if r["_rb"] <= 12 and r["broker"] is not None]
     return data
 
 

@@ -401,3 +401,35 @@ def test_chart_series_are_the_tables_they_are_drawn_from(analysis, tables) -> No
     for r in data["pairs"]:
         got_cells[(r["client_id"], r["broker"])] += r["exchanges"]
     assert got_cells == {k: v for k, v in per_cell.items() if k[1] in data["brokers"]}
+
+
+def test_chart_ranking_ties_nulls_and_panels(spark) -> None:  # noqa: ANN001
+    """Series ranked per panel by total (nulls count nothing, ties by name, a missing
+    name last), only the top 8 of some value column collected, points in time order,
+    a null drawn as 0 or skipped; the heatmap's leaders by exchanges (ties by name, a
+    missing one first)."""
+    from pyspark.sql import functions as F
+
+    from kwsniff.spark.analyze import _heatmap_pairs, _ranked, _top_series
+
+    rows = [("p", "b", 2.0, 5), ("p", "b", 0.0, 1), ("p", "a", 0.0, 6), ("p", None, 0.0, 6),
+            ("p", "c", 0.0, None), ("q", "d", 1.0, 1), ("q", "d", 3.0, None)]
+    rows += [("p", f"s{i}", 9.0, 1) for i in range(10)]
+    df = spark.createDataFrame(rows, "panel string, k string, t double, y long")
+    got = _ranked(df, ["panel"], "k", "t", 1.0, y=F.max("y"), n=F.count("y")).collect()
+    by_panel = {p: [r for r in got if r["panel"] == p] for p in ("p", "q")}
+    top = _top_series(by_panel["p"], "k", "y")
+    assert list(top) == ["a", "b", "None", "s0", "s1", "s2", "s3", "s4"]
+    assert top["b"] == ([0.0, 2.0], [1.0, 5.0])
+    assert "c" not in {str(r["k"]) for r in by_panel["p"]}   # below the top 8 of both
+    assert _top_series(by_panel["q"], "k", "y") == {"d": ([1.0, 3.0], [1.0, 0.0])}
+    assert _top_series(by_panel["q"], "k", "y", skip_null=True) == {"d": ([1.0], [1.0])}
+    assert list(_top_series(by_panel["q"], "k", "n")) == ["d"]
+    pairs = spark.createDataFrame(
+        [("x", "b1", 2), (None, "b1", 2), ("y", "b2", 3), ("x", "b2", 1), ("w", "b3", 1)],
+        "client_id string, broker string, exchanges long")
+    cells = _heatmap_pairs(pairs, 3, 1).collect()
+    ranks = {(r["client_id"], r["broker"]): (r["_rc"], r["_rb"]) for r in cells}
+    # b1 and b2 tie at 4 exchanges (b1 first by name); w on b3 is in neither top
+    assert ranks == {("x", "b1"): (1, 1), (None, "b1"): (3, 1), ("y", "b2"): (2, 2),
+                     ("x", "b2"): (1, 2)}

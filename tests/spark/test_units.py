@@ -329,23 +329,3 @@ def test_driver_java_options_keep_the_users_and_the_quiet_log_setup() -> None:
     mine = "-Dlog4j2.configurationFile=file:/etc/mine.properties"
     assert driver_java_options(mine, quiet) == mine        # theirs wins
 
-
-def test_top_series_ranks_collected_buckets_like_spark() -> None:
-    """The top series by total (nulls count nothing, a None total last, ties by key with a
-    missing key last), points in time order, a null value drawn as 0 or skipped."""
-    from kwsniff.spark.analyze import _leaders, _top_series
-
-    rows = [{"k": "b", "_x": 2.0, "y": 5}, {"k": "b", "_x": 0.0, "y": 1},
-            {"k": "a", "_x": 0.0, "y": 6}, {"k": None, "_x": 0.0, "y": 6},
-            {"k": "c", "_x": 0.0, "y": None}, {"k": "d", "_x": 1.0, "y": 1},
-            {"k": "d", "_x": 3.0, "y": None}]
-    assert list(_top_series(rows, "k", "y", top=3).items()) == [
-        ("a", ([0.0], [6.0])), ("b", ([0.0, 2.0], [1.0, 5.0])), ("None", ([0.0], [6.0]))]
-    assert _top_series(rows, "k", "y", top=10)["c"] == ([0.0], [0.0])
-    assert list(_top_series(rows, "k", "y", top=10))[-1] == "c"
-    assert _top_series(rows, "k", "y", top=10, skip_null=True)["d"] == ([1.0], [1.0])
-    assert "c" not in _top_series(rows, "k", "y", top=10, skip_null=True)
-    pairs = [{"c": "x", "exchanges": 2}, {"c": None, "exchanges": 2},
-             {"c": "y", "exchanges": 3}, {"c": "x", "exchanges": 1}]
-    assert _leaders(pairs, "c", 2) == ["x", "y"] and _leaders(pairs, "c", 3)[2] is None
-    assert _leaders(pairs + [{"c": "w", "exchanges": 1}], "c", 4) == ["x", "y", None, "w"]
