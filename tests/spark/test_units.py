@@ -328,4 +328,3 @@ def test_driver_java_options_keep_the_users_and_the_quiet_log_setup() -> None:
     assert driver_java_options("", quiet) == quiet
     mine = "-Dlog4j2.configurationFile=file:/etc/mine.properties"
     assert driver_java_options(mine, quiet) == mine        # theirs wins
-
