@@ -51,6 +51,7 @@ MAX_POINTS = 600          # time-series points per chart line
 WRITERS = 4               # tables written concurrently
 HTML_ROWS = 5000          # rows per table in report.html (the printed summary shows --top)
 TOP_SERIES = 8            # lines per time-series chart
+E2E_PERCENTILES = (0.5, 0.9, 0.99)  # lines of the end-to-end latency chart
 
 
 @dataclass
@@ -244,22 +245,76 @@ def _per(step: float) -> str:
         else f"{step / 3600:g} h"
 
 
+def _ranked(df: DataFrame, keys: list[str], key: str, epoch: str, step: float,
+            **values: Any) -> DataFrame:
+    """The one Spark aggregation behind a chart: ``df`` aggregated per ``keys`` (the
+    chart's panels, may be empty), ``key`` (its series) and per ``step`` seconds of
+    ``epoch`` (column ``_x``), one column per keyword of ``values`` (name -> aggregate
+    Column), cut to the series that are among the top TOP_SERIES of at least one value
+    column by total (nulls count nothing, ties by ``key``, a missing key last); column
+    ``_r_<name>`` is that series' rank for ``<name>`` (:func:`_top_series` reads it)."""
+    coarse = df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
+        .groupBy(*keys, key, "_x").agg(*[col.alias(name) for name, col in values.items()])
+    totals = coarse.groupBy(*keys, key).agg(*[F.sum(name).alias(f"_t_{name}")
+                                              for name in values])
+    for name in values:
+        order = Window.partitionBy(*keys).orderBy(F.desc(f"_t_{name}"),
+                                                  F.col(key).asc_nulls_last())
+        totals = totals.withColumn(f"_r_{name}", F.row_number().over(order))
+    ranks = [f"_r_{name}" for name in values]
+    best = F.least(*ranks) if len(ranks) > 1 else F.col(ranks[0])
+    leaders = totals.filter(best <= TOP_SERIES).select(*keys, key, *ranks)
+    # null-safe: a series without a name (a null key) keeps its line
+    same = [F.col(f"c.{k}").eqNullSafe(F.col(f"l.{k}")) for k in (*keys, key)]
+    return coarse.alias("c").join(F.broadcast(leaders.alias("l")), same) \
+        .select("c.*", *[F.col(f"l.{r}") for r in ranks])
+
+
+def _top_series(rows: list[Any], key: str, value: str,
+                skip_null: bool = False) -> dict[str, tuple[list[float], list[float]]]:
+    """The top series for ``value`` of collected :func:`_ranked` ``rows``, in rank order,
+    each one's points ordered by ``_x``; a null ``value`` is drawn as 0, or left out with
+    ``skip_null`` (a series with only nulls then has no line)."""
+    rank = f"_r_{value}"
+    chosen = sorted((r for r in rows if r[rank] <= TOP_SERIES
+                     and not (skip_null and r[value] is None)),
+                    key=lambda r: (r[rank], r["_x"]))
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for r in chosen:
+        xs, ys = out.setdefault(str(r[key]), ([], []))
+        xs.append(float(r["_x"]))
+        ys.append(float(r[value] or 0))
+    return out
+
+
 def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
             agg: Callable[[Any], Any] = F.sum) -> dict[str, tuple[list[float], list[float]]]:
     """The top TOP_SERIES series of ``df`` (by total ``value``), aggregated per ``step``
     seconds; only buckets with data (the chart fills or breaks the rest). One action."""
-    coarse = df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
-        .groupBy(key, "_x").agg(agg(value).alias("_y"))
-    ranked = coarse.groupBy(key).agg(F.sum("_y").alias("_t")).withColumn(
-        "_rank", F.row_number().over(Window.orderBy(F.desc("_t"), F.col(key).asc_nulls_last())))
-    leaders = ranked.filter(F.col("_rank") <= TOP_SERIES).select(key, "_rank")
-    rows = coarse.join(F.broadcast(leaders), key).orderBy("_rank", "_x").collect()
-    out: dict[str, tuple[list[float], list[float]]] = {}
+    return _top_series(_ranked(df, [], key, epoch, step, _y=agg(value)).collect(), key, "_y")
+
+
+def _split(rows: list[Any], column: str) -> dict[Any, list[Any]]:
+    """Collected ``rows`` grouped by the value of ``column``."""
+    out: dict[Any, list[Any]] = {}
     for r in rows:
-        xs, ys = out.setdefault(str(r[key]), ([], []))
-        xs.append(float(r["_x"]))
-        ys.append(float(r["_y"] or 0))
+        out.setdefault(r[column], []).append(r)
     return out
+
+
+def _heatmap_pairs(pairs: DataFrame, clients: int, brokers: int) -> DataFrame:
+    """``client_broker`` exchanges per client id and broker, cut to the rows of the top
+    ``clients`` client ids or the top ``brokers`` brokers by exchanges (ties by name, a
+    missing one first); ``_rc``/``_rb`` are their ranks (one Spark action to collect)."""
+    cells = pairs.groupBy("client_id", "broker").agg(F.sum("exchanges").alias("exchanges"))
+
+    out = cells.withColumn("_total", F.sum("exchanges").over(Window.partitionBy("client_id")))
+    out = out.withColumn("_rc", F.dense_rank().over(
+        Window.orderBy(F.desc("_total"), F.col("client_id").asc_nulls_first())))
+    out = out.withColumn("_total", F.sum("exchanges").over(Window.partitionBy("broker")))
+    out = out.withColumn("_rb", F.dense_rank().over(
+        Window.orderBy(F.desc("_total"), F.col("broker").asc_nulls_first())))
+    return out.filter((F.col("_rc") <= clients) | (F.col("_rb") <= brokers)).drop("_total")
 
 
 #: The tables the overview and the charts query (:func:`_overview`, :func:`_chart_data`).
@@ -290,37 +345,46 @@ def _chart_data(tables: dict[str, DataFrame], step: float,
                                                      F.col("partition").cast("string"),
                                                      F.lit("]"))))
 
-    def leaders(key: str, n: int) -> list[Any]:
-        return [r[key] for r in pairs.groupBy(key).agg(F.sum("exchanges").alias("n"))
-                .orderBy(F.desc("n"), key).limit(n).collect()]
-
     queries: dict[str, Callable[[], Any]] = {
         "latency": lambda: tables["latency_by_api"].limit(20).collect(),
         "requests": lambda: _series(tables["requests_over_time"], "api_name", "requests",
                                     "bucket_epoch", step),
-        **{f"thr-{d}": (lambda d=d: _series(thr.filter(F.col("direction") == d), "topic",
-                                            "records", "bucket_epoch", step))
-           for d in ("produce", "fetch", "replica-fetch")},
+        "thr": lambda: _split(_ranked(thr, ["direction"], "topic", "bucket_epoch", step,
+                                      _y=F.sum("records")).collect(), "direction"),
         "errors": lambda: tables["errors_by_code"].limit(20).collect(),
         "lag": lambda: _series(lag, "series", "max_lag", "bucket_epoch", step, F.max),
         "commits": lambda: _series(commits, "series", "committed_offset", "ts", step, F.max),
         "generations": lambda: tables["group_generations"]
         .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start").limit(30).collect(),
         "transactions": lambda: tables["transactions_summary"].limit(30).collect(),
-        "e2e": lambda: {p: _series(e2e, "series", "latency_ms", "delivery_ts", step,
-                                   lambda c, p=p: F.percentile_approx(c, p, accuracy))
-                        for p in (0.5, 0.9, 0.99)},
-        "lag_timeline": lambda: {c: _series(lag_timeline.filter(F.col(c).isNotNull()),
-                                            "series", c, "ts", step, F.max)
-                                 for c in ("lag", "position_lag")},
-        "clients": lambda: leaders("client_id", 15),
-        "brokers": lambda: leaders("broker", 12),
+        "e2e": lambda: _ranked(e2e, [], "series", "delivery_ts", step, **{
+            f"p{i}": F.percentile_approx("latency_ms", p, accuracy)
+            for i, p in enumerate(E2E_PERCENTILES)}).collect(),
+        "lag_timeline": lambda: _ranked(lag_timeline, [], "series", "ts", step,
+                                        lag=F.max("lag"),
+                                        position_lag=F.max("position_lag")).collect(),
+        "pairs": lambda: _heatmap_pairs(pairs, 15, 12).collect(),
     }
     with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-charts") as pool:
         futures = {name: pool.submit(query) for name, query in queries.items()}
         data = {name: future.result() for name, future in futures.items()}
-    data["pairs"] = pairs.filter(F.col("broker").isin(data["brokers"])).collect() \
-        if data["brokers"] else []
+    thr_rows = data.pop("thr")
+    for d in ("produce", "fetch", "replica-fetch"):
+        data[f"thr-{d}"] = _top_series(thr_rows.get(d, []), "topic", "_y")
+    e2e_rows = data["e2e"]
+    data["e2e"] = {p: _top_series(e2e_rows, "series", f"p{i}")
+                   for i, p in enumerate(E2E_PERCENTILES)}
+    timeline = data["lag_timeline"]
+    data["lag_timeline"] = {c: _top_series(timeline, "series", c, skip_null=True)
+                            for c in ("lag", "position_lag")}
+    cells = data["pairs"]
+    data["clients"] = [r["client_id"] for r in sorted({r["_rc"]: r for r in cells
+                                                       if r["_rc"] <= 15}.values(),
+                                                      key=lambda r: r["_rc"])]
+    data["brokers"] = [r["broker"] for r in sorted({r["_rb"]: r for r in cells
+                                                    if r["_rb"] <= 12}.values(),
+                                                   key=lambda r: r["_rb"])]
+    data["pairs"] = [r for r in cells if r["_rb"] <= 12 and r["broker"] is not None]
     return data
 
 
@@ -474,6 +538,9 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     # writes it from the driver (one small collect costs far less than two Spark writes).
     collect = out is not None and not output.is_remote(out)
     collected: dict[str, Any] = {}
+    # On an input of more lines than that, a persisted table is counted (filling its
+    # cache) before it is collected, so one over the cap is not collected for nothing.
+    big = exports.lines > output.DRIVER_ROWS
 
     def run_job(job: Any) -> tuple[dict[str, DataFrame], dict[str, Section], dict[str, Any]]:
         mine: dict[str, DataFrame] = {}
@@ -485,7 +552,8 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
             again = name in REREAD or (name in specs and specs[name][3] is not None)
             mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK) if again or not collect \
                 else df
-            table = output.collect_small(mine[name]) if collect else None
+            table = output.collect_small(mine[name], count_first=big and again) \
+                if collect else None
             if table is not None:
                 got[name] = table
             elif not again and collect:

@@ -96,6 +96,7 @@ class Exports:
     rejected: dict[str, int] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
     record_lines: int = 0
+    lines: int = 0
     _persisted: list[DataFrame] = field(default_factory=list)
     _derived: dict[str, DataFrame] = field(default_factory=dict)
 
@@ -299,4 +300,4 @@ def load_exports(spark: SparkSession, paths: list[str], fmt: str = "auto",
         "exchange lines without ts or index": bad_exchanges,
     }
     return Exports(exchanges, records, {k: v for k, v in rejected.items() if v},
-                   list(paths), counts.get("record", 0), [base])
+                   list(paths), counts.get("record", 0), sum(counts.values()), [base])

@@ -127,9 +127,14 @@ def _csv_cell(value: Any) -> str:
     return text
 
 
-def collect_small(df: DataFrame, max_rows: int = DRIVER_ROWS) -> Any | None:
+def collect_small(df: DataFrame, max_rows: int = DRIVER_ROWS, *,
+                  count_first: bool = False) -> Any | None:
     """``df`` as a pyarrow Table (its columns, then the CSV text of the columns that need
-    Spark to format it), or None when it has more than ``max_rows`` rows. One action."""
+    Spark to format it), or None when it has more than ``max_rows`` rows. One action;
+    with ``count_first`` (for a persisted ``df`` that may be too big: the count fills
+    its cache) first a count of up to ``max_rows + 1`` rows, and no collect when over."""
+    if count_first and df.limit(max_rows + 1).count() > max_rows:
+        return None
     texts = [(i, _csv_text_column(f)) for i, f in enumerate(df.schema.fields)]
     extra = [col.alias(f"{_CSV_PREFIX}{i}") for i, col in texts if col is not None]
     table = df.select(*[F.col(f.name) for f in df.schema.fields], *extra) \

@@ -341,3 +341,95 @@ def test_client_broker_pairs_count_exchanges_once(tables, reference) -> None:
     got = {(r["client_id"], r["client_host"], r["broker"]): r["exchanges"]
            for r in tables["client_broker"]}
     assert got == dict(per_pair)
+
+
+# ----------------------------------------------------------------------------- charts
+
+def _expected_series(rows: list[dict], key: str, value: str, epoch: str, step: float,
+                     agg, top: int = 8) -> dict[str, tuple[list[float], list[float]]]:
+    """What a time-series chart must draw from a collected table: ``agg`` of ``value``
+    per ``key`` and ``step`` seconds, the ``top`` keys by total, points in time order."""
+    cells: dict[tuple, list] = defaultdict(list)
+    for r in rows:
+        if r[value] is not None:
+            cells[(r[key], math.floor(r[epoch] / step) * step)].append(r[value])
+    totals: dict = defaultdict(float)
+    for (k, _), ys in cells.items():
+        totals[k] += agg(ys)
+    leaders = sorted(totals, key=lambda k: (-totals[k], k is None, k or ""))[:top]
+    return {str(k): ([float(x) for x in sorted(x for kk, x in cells if kk == k)],
+                     [float(agg(cells[(k, x)])) for x in sorted(x for kk, x in cells if kk == k)])
+            for k in leaders}
+
+
+def test_chart_series_are_the_tables_they_are_drawn_from(analysis, tables) -> None:
+    """Every chart line equals its table aggregated per chart step (top series only),
+    and the heatmap's cells are the client_broker exchanges of its leading ids."""
+    from kwsniff.spark.analyze import _chart_data
+
+    step = 2.0
+    data = _chart_data(analysis.tables, step)
+    assert data["requests"] == _expected_series(tables["requests_over_time"], "api_name",
+                                                "requests", "bucket_epoch", step, sum)
+    assert data["requests"], "the captures have requests"
+    for d in ("produce", "fetch", "replica-fetch"):
+        rows = [r for r in tables["throughput"] if r["direction"] == d]
+        assert data[f"thr-{d}"] == _expected_series(rows, "topic", "records",
+                                                    "bucket_epoch", step, sum), d
+    assert data["thr-produce"] and data["thr-fetch"]
+    timeline = [dict(r, series=f"{r['group']} {r['topic']}[{r['partition']}]")
+                for r in tables["lag_timeline"]]
+    for c in ("lag", "position_lag"):
+        assert data["lag_timeline"][c] == _expected_series(timeline, "series", c, "ts",
+                                                           step, max), c
+    e2e = [dict(r, series=f"{r['group']} {r['topic']}") for r in tables["e2e_deliveries"]]
+    expected = _expected_series(e2e, "series", "latency_ms", "delivery_ts", step, max,
+                                top=10 ** 9)
+    for p, series in data["e2e"].items():
+        assert set(series) <= set(expected) and (series or not expected), p
+        for name, (xs, ys) in series.items():
+            assert xs == expected[name][0]
+            assert all(0 <= y <= top for y, top in zip(ys, expected[name][1])), (p, name)
+    per_client: dict = defaultdict(int)
+    per_cell: dict = defaultdict(int)
+    for r in tables["client_broker"]:
+        per_client[r["client_id"]] += r["exchanges"]
+        per_cell[(r["client_id"], r["broker"])] += r["exchanges"]
+    assert data["clients"] == sorted(per_client, key=lambda k: (-per_client[k], k is not None,
+                                                               k or ""))[:15]
+    got_cells: dict = defaultdict(int)
+    for r in data["pairs"]:
+        got_cells[(r["client_id"], r["broker"])] += r["exchanges"]
+    assert got_cells == {k: v for k, v in per_cell.items() if k[1] in data["brokers"]}
+
+
+def test_chart_ranking_ties_nulls_and_panels(spark) -> None:  # noqa: ANN001
+    """Series ranked per panel by total (nulls count nothing, ties by name, a missing
+    name last), only the top 8 of some value column collected, points in time order,
+    a null drawn as 0 or skipped; the heatmap's leaders by exchanges (ties by name, a
+    missing one first)."""
+    from pyspark.sql import functions as F
+
+    from kwsniff.spark.analyze import _heatmap_pairs, _ranked, _top_series
+
+    rows = [("p", "b", 2.0, 5), ("p", "b", 0.0, 1), ("p", "a", 0.0, 6), ("p", None, 0.0, 6),
+            ("p", "c", 0.0, None), ("q", "d", 1.0, 1), ("q", "d", 3.0, None)]
+    rows += [("p", f"s{i}", 9.0, 1) for i in range(10)]
+    df = spark.createDataFrame(rows, "panel string, k string, t double, y long")
+    got = _ranked(df, ["panel"], "k", "t", 1.0, y=F.max("y"), n=F.count("y")).collect()
+    by_panel = {p: [r for r in got if r["panel"] == p] for p in ("p", "q")}
+    top = _top_series(by_panel["p"], "k", "y")
+    assert list(top) == ["a", "b", "None", "s0", "s1", "s2", "s3", "s4"]
+    assert top["b"] == ([0.0, 2.0], [1.0, 5.0])
+    assert "c" not in {str(r["k"]) for r in by_panel["p"]}   # below the top 8 of both
+    assert _top_series(by_panel["q"], "k", "y") == {"d": ([1.0, 3.0], [1.0, 0.0])}
+    assert _top_series(by_panel["q"], "k", "y", skip_null=True) == {"d": ([1.0], [1.0])}
+    assert list(_top_series(by_panel["q"], "k", "n")) == ["d"]
+    pairs = spark.createDataFrame(
+        [("x", "b1", 2), (None, "b1", 2), ("y", "b2", 3), ("x", "b2", 1), ("w", "b3", 1)],
+        "client_id string, broker string, exchanges long")
+    cells = _heatmap_pairs(pairs, 3, 1).collect()
+    ranks = {(r["client_id"], r["broker"]): (r["_rc"], r["_rb"]) for r in cells}
+    # b1 and b2 tie at 4 exchanges (b1 first by name); w on b3 is in neither top
+    assert ranks == {("x", "b1"): (1, 1), (None, "b1"): (3, 1), ("y", "b2"): (2, 2),
+                     ("x", "b2"): (1, 2)}

@@ -189,3 +189,22 @@ def test_derived_frames_are_shared_checkpoints_freed_on_release(spark, export_di
     finally:
         exports.release()
     assert not cached_rdds() - before
+
+
+def test_collect_small_counts_first_and_skips_a_table_over_the_cap(spark) -> None:  # noqa: ANN001
+    """``count_first`` answers None for a table over the cap without collecting it, and
+    the same rows as the plain collect for one within it."""
+    from kwsniff.spark import output
+
+    df = spark.range(5).selectExpr("id", "id * 0.5 AS half").cache()
+    assert output.collect_small(df, 4, count_first=True) is None
+    assert output.collect_small(df, 4) is None
+    within = output.collect_small(df, 5, count_first=True)
+    assert within is not None and within.equals(output.collect_small(df, 5))
+    assert within.column("id").to_pylist() == [0, 1, 2, 3, 4]
+    df.unpersist()
+
+
+def test_exports_count_every_line_read(analysis, reference) -> None:  # noqa: ANN001
+    """``Exports.lines`` (what decides the count before a collect) counts every line."""
+    assert analysis.exports.lines >= len(reference.exchanges) + analysis.exports.record_lines

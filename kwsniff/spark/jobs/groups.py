@@ -199,8 +199,7 @@ def _lag(commits: DataFrame, partitions: DataFrame) -> DataFrame:
             .select("ts", "group_id", "topic", "partition", "committed_offset",
                     "high_watermark", "hw_ts",
                     (F.col("high_watermark") - F.col("committed_offset")).alias("lag"),
-                    "member_id", "client_id", "api_name")
-            .orderBy("group_id", "topic", "partition", "ts"))
+                    "member_id", "client_id", "api_name"))
 
 
 def compute(exports: Exports, options: AnalysisOptions) -> dict[str, DataFrame]:
@@ -225,7 +224,9 @@ def compute(exports: Exports, options: AnalysisOptions) -> dict[str, DataFrame]:
                   .withColumn("duration_ms", (F.col("sync_ts") - F.col("join_ts")) * 1000.0)
                   .orderBy("group_id", "generation", "member_id"))
     commits = exports.derived("committed_offsets", committed_offsets)
-    lag = _lag(commits, shared_partition_rows(exports))
+    # one computation behind both the consumer_lag table and its summary
+    lag = exports.derived("consumer_lag",
+                          lambda e: _lag(commits, shared_partition_rows(e)))
     lag_summary = (lag.groupBy("group_id", "topic", "partition")
                    .agg(F.count(F.lit(1)).alias("commits"), F.max("lag").alias("max_lag"),
                         F.max_by("lag", "ts").alias("last_lag"), F.max("ts").alias("last_ts"))
@@ -235,6 +236,6 @@ def compute(exports: Exports, options: AnalysisOptions) -> dict[str, DataFrame]:
         "group_generations": generations,
         "rebalances": rebalances,
         "committed_offsets": commits.orderBy("group_id", "topic", "partition", "ts"),
-        "consumer_lag": lag,
+        "consumer_lag": lag.orderBy("group_id", "topic", "partition", "ts"),
         "consumer_lag_summary": lag_summary,
     }
