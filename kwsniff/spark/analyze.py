@@ -307,7 +307,6 @@ def _heatmap_pairs(pairs: DataFrame, clients: int, brokers: int) -> DataFrame:
     ``clients`` client ids or the top ``brokers`` brokers by exchanges (ties by name, a
     missing one first); ``_rc``/``_rb`` are their ranks (one Spark action to collect)."""
     cells = pairs.groupBy("client_id", "broker").agg(F.sum("exchanges").alias("exchanges"))
-
     out = cells.withColumn("_total", F.sum("exchanges").over(Window.partitionBy("client_id")))
     out = out.withColumn("_rc", F.dense_rank().over(
         Window.orderBy(F.desc("_total"), F.col("client_id").asc_nulls_first())))
@@ -315,6 +314,13 @@ def _heatmap_pairs(pairs: DataFrame, clients: int, brokers: int) -> DataFrame:
     out = out.withColumn("_rb", F.dense_rank().over(
         Window.orderBy(F.desc("_total"), F.col("broker").asc_nulls_first())))
     return out.filter((F.col("_rc") <= clients) | (F.col("_rb") <= brokers)).drop("_total")
+
+
+def _leaders(cells: list[Any], column: str, rank: str, n: int) -> list[Any]:
+    """The ``column`` values of the first ``n`` ranks (``rank``) of collected
+    :func:`_heatmap_pairs` ``cells``, in rank order."""
+    first = {r[rank]: r[column] for r in cells if r[rank] <= n}
+    return [first[k] for k in sorted(first)]
 
 
 #: The tables the overview and the charts query (:func:`_overview`, :func:`_chart_data`).
@@ -378,12 +384,8 @@ def _chart_data(tables: dict[str, DataFrame], step: float,
     data["lag_timeline"] = {c: _top_series(timeline, "series", c, skip_null=True)
                             for c in ("lag", "position_lag")}
     cells = data["pairs"]
-    data["clients"] = [r["client_id"] for r in sorted({r["_rc"]: r for r in cells
-                                                       if r["_rc"] <= 15}.values(),
-                                                      key=lambda r: r["_rc"])]
-    data["brokers"] = [r["broker"] for r in sorted({r["_rb"]: r for r in cells
-                                                    if r["_rb"] <= 12}.values(),
-                                                   key=lambda r: r["_rb"])]
+    data["clients"] = _leaders(cells, "client_id", "_rc", 15)
+    data["brokers"] = _leaders(cells, "broker", "_rb", 12)
     data["pairs"] = [r for r in cells if r["_rb"] <= 12 and r["broker"] is not None]
     return data
 
