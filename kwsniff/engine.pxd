@@ -15,7 +15,10 @@ cdef class Engine:
     cdef public Context ctx
     cdef public dict convs, connections, tls, tls_info
     cdef public object _conn_order, _tls_order
-    cdef public list _tls_unread, _earlier, _tls_done
+    cdef public list _tls_unread, _earlier, _other_top
+    cdef public dict _tls_done
+    cdef public object _other_seq, _forgot
+    cdef public set _gone
     cdef public object _source, _secrets_seen
     cdef public object _next_sweep, _tcp
     cdef public dict _other, _late, _counted

@@ -26,18 +26,25 @@ Contract:
   on, hunting for a frame start as in a capture that starts mid-stream; their bytes
   before that are counted as not Kafka (``RunSummary.not_kafka_bytes``) and a problem
   says so.  The start of every connection judged not Kafka (what detection looked at:
-  at most ``START_KEEP`` bytes per direction, ``MAX_START_BYTES`` for all of them, the
-  oldest dropped first) is kept: when its endpoint is learned, that start is decoded
+  at most ``START_KEEP`` bytes per direction, ``MAX_START_BYTES`` of memory for all of
+  them, the oldest dropped first) is kept: when its endpoint is learned, that start is decoded
   again, as a part of its own (an open connection then goes on from its next bytes as
   above); for a connection closed by then, the bytes after the kept start are counted
   as not Kafka and a problem says how many.
 * Connections judged not Kafka are reported (``RunSummary.not_kafka``: at most
   ``MAX_NOT_KAFKA_LISTED`` endpoints with their bytes; counts beyond that).
+* Memory does not grow with the connections of the capture: once the TCP layer forgets
+  a connection (its counters are final, see :mod:`kwsniff.tcp.reassembly`), its bytes
+  are added to the run's not-Kafka and TLS counts and its not-Kafka row joins a
+  bounded list of the largest, unless its kept start may still be decoded again (then
+  when that start is dropped). :meth:`run` takes the TCP layer's forgotten connections;
+  a driver that feeds events itself calls :meth:`Engine.follow` with its TCP stream.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from heapq import heappush, heapreplace
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -55,8 +62,12 @@ MAX_PARKED = 10_000
 #: bytes per direction kept of a connection judged not Kafka, decoded again if its
 #: broker endpoint is learned later
 START_KEEP = 64 << 10
-#: all kept starts together (the oldest are dropped first)
+#: all kept starts together (the oldest are dropped first), each counted with the
+#: memory its objects take besides the bytes: START_ENTRY_COST per connection (its
+#: tables' entries), START_PIECE_COST per kept segment (a tuple and a bytes object)
 MAX_START_BYTES = 64 << 20
+START_ENTRY_COST = 512
+START_PIECE_COST = 160
 #: not-Kafka connections listed (with endpoints and bytes) in the run summary
 MAX_NOT_KAFKA_LISTED = 1_000
 
@@ -177,21 +188,28 @@ class Engine:
         self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
         self._tls_order: deque[int] = deque()        # its keys, oldest first
         self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
-        self._tls_done: list[tuple] = []             # (Connection, decrypted record bytes,
-                                                     # gap bytes) of links no longer followed
+        # stream -> [(Connection, decrypted record bytes, gap bytes)] of links no longer
+        # followed (counted at the end, or when the TCP layer forgets the connection)
+        self._tls_done: dict[int, list[tuple]] = {}
         self._source: Any = None                     # the capture (its embedded secrets)
         self._secrets_seen = 0                       # ... key logs already taken
         # (_parked and _starts drop their oldest entries first: OrderedDicts, whose first
         # key is found in O(1) after the ones before it were removed, a dict's is not)
         # stream -> (open Connection judged not Kafka, stream bytes it delivered)
         self._parked: OrderedDict[int, Any] = OrderedDict()
-        self._other: dict[int, Any] = {}         # stream -> Connection judged not Kafka
+        self._other: dict[int, Any] = {}         # stream -> (seq, Connection judged not Kafka)
+        self._other_seq = 0                      # ... seq: order of judging, for ties
+        # (bytes, -seq, row) of the largest not-Kafka connections already forgotten by the
+        # TCP layer: a heap of at most MAX_NOT_KAFKA_LISTED, the smallest on top
+        self._other_top: list[tuple] = []
+        self._forgot: list | None = None         # the TCP layer's forgotten connections
+        self._gone: set[int] = set()             # ... forgotten while their start is kept
         self._late: dict[int, int] = {}          # stream -> directions whose skip is pending
         self._earlier: list = []                 # summaries of earlier parts of reopened
                                                  # connections (see connection_summaries)
         self._counted: dict[int, int] = {}       # stream -> bytes of a revived connection
                                                  # already counted as not Kafka
-        # stream -> (Connection, [segments of each direction], bytes) judged not Kafka
+        # stream -> (Connection, [segments of each direction], memory cost) judged not Kafka
         self._starts: OrderedDict[int, Any] = OrderedDict()
         self._start_bytes = 0
         self._finishing = False
@@ -203,6 +221,7 @@ class Engine:
         """Decode ``source`` (packet tuples); yield exchanges in capture order."""
         tcp = TcpEventStream(source, self.options.tcp)
         self._tcp = tcp
+        self.follow(tcp)
         self._source = source
         summary = self.summary
         for ev in tcp:
@@ -215,6 +234,11 @@ class Engine:
                 summary.packets = tcp.packets    # (kept current as exchanges come out)
                 yield from out
         yield from self.finish()
+
+    def follow(self, tcp: TcpEventStream) -> None:
+        """Take the connections ``tcp`` forgets, to count them then instead of keeping
+        them to the end (see the module docstring); :meth:`run` calls it."""
+        self._forgot = tcp.reassembler.forgotten = []
 
     def feed_event(self, ev: Any) -> list[Exchange]:
         """Process one TCP stream event; return the exchanges it releases."""
@@ -283,6 +307,10 @@ class Engine:
                 self.summary.reopened_connections += 1
             else:
                 self.summary.tcp_connections += 1
+                if self._forgot:
+                    # (connections forgotten to make room for this one: their
+                    # ConnectionClosed events came before this event)
+                    self._fold_forgotten()
             conv = self.convs[conn.index] = Conversation(conn, self.ctx)
             conn.sink = self._sink(conv)
             ts = conn.first_ts
@@ -324,6 +352,9 @@ class Engine:
         self._parked.clear()
         self._starts.clear()
         self._start_bytes = 0
+        self._gone.clear()
+        if self._forgot:
+            del self._forgot[:]     # (reported with the rest at the end)
         self.ctx.on_learn = None            # (a reference cycle through the engine)
         self.ctx.on_other = None
         for idx in list(self.convs):
@@ -402,6 +433,7 @@ class Engine:
             return
         head: list[list] = []
         n = 0
+        pieces = 0
         for fr in conv.framers:
             segs = []
             base = fr.base
@@ -414,20 +446,26 @@ class Engine:
                 if lo < hi:
                     segs.append((lo, bytes(buf[lo - base:hi - base]), frame, ts))
                     n += hi - lo
+            pieces += len(segs)
             head.append(segs)
         if not n:
             return
+        cost = n + START_ENTRY_COST + START_PIECE_COST * pieces
         starts = self._starts
         self._drop_start(conv.conn.index)
-        starts[conv.conn.index] = (conv.conn, head, n)
-        self._start_bytes += n
+        starts[conv.conn.index] = (conv.conn, head, cost)
+        self._start_bytes += cost
         while self._start_bytes > MAX_START_BYTES and starts:
             self._drop_start(next(iter(starts)))
 
-    def _drop_start(self, idx: int) -> None:
+    def _drop_start(self, idx: int, fold: bool = True) -> None:
         entry = self._starts.pop(idx, None)
         if entry is not None:
             self._start_bytes -= entry[2]
+            if fold and idx in self._gone:
+                # forgotten by the TCP layer while its start was kept: final now
+                self._gone.discard(idx)
+                self._fold(idx)
 
     def _rescan(self, idx: int) -> tuple[Conversation, list[int], list] | None:
         """A new conversation (a part of its own) fed the kept start of connection
@@ -435,8 +473,8 @@ class Engine:
         entry = self._starts.get(idx)
         if entry is None:
             return None
-        self._drop_start(idx)
-        conn, head, _n = entry
+        self._drop_start(idx, False)
+        conn, head, _cost = entry
         conv = Conversation(conn, self.ctx)
         kept = [0, 0]
         for d in (0, 1):
@@ -452,6 +490,9 @@ class Engine:
         got = self._rescan(idx)
         if got is None:
             return
+        gone = idx in self._gone    # (forgotten by the TCP layer: final after this)
+        if gone:
+            self._gone.discard(idx)
         conv, kept, _head = got
         s = self.summary
         mark = len(s.problems)
@@ -459,6 +500,8 @@ class Engine:
         if conv.state != KAFKA and conv.state != KAFKA07:
             conv.detach()   # (not Kafka again: reported with its bytes as before)
             del s.problems[mark:]
+            if gone:
+                self._fold(idx)
             return
         if self._other.pop(idx, None) is not None:
             s.not_kafka_connections -= 1
@@ -475,6 +518,8 @@ class Engine:
         s.add_problem(f"frame {conn.first_frame}: connection {idx} (closed) was judged not "
                       f"Kafka; its first {kept[0] + kept[1]} bytes were decoded again, since "
                       f"{endpoint[0]}:{endpoint[1]} is now known to be a Kafka broker{more}")
+        if gone:
+            self._fold(idx)
 
     def _unseen(self, idx: int, n: int) -> None:
         """Bytes (or a hole) the TCP layer delivered after the connection was judged not
@@ -498,7 +543,10 @@ class Engine:
         elif conv.state == OTHER or (conv.state == TLS and not conv.kafka_port):
             s.other_connections += 1
             if conv.summary.detected_by != "no payload":
-                self._other[conv.conn.index] = conv.conn
+                idx = conv.conn.index
+                if idx not in self._other:
+                    self._other[idx] = (self._other_seq, conv.conn)
+                    self._other_seq += 1
                 s.not_kafka_connections += 1
         if (conv.state == OTHER or conv.state == TLS) and not conv.kafka_port:
             return
@@ -605,45 +653,86 @@ class Engine:
             del self._late[idx]
         conv.gap(d, ev.offset, ev.length, ev.frame, ev.ts, ev.reason)
 
+    def _fold_forgotten(self) -> None:
+        """Count the connections the TCP layer forgot (see the module docstring)."""
+        forgot = self._forgot
+        conns = forgot[:]
+        del forgot[:]
+        starts = self._starts
+        for conn in conns:
+            idx = conn.index
+            if idx in starts:
+                self._gone.add(idx)     # (its start may be decoded again: folded later)
+            else:
+                self._fold(idx)
+
+    def _fold(self, idx: int) -> None:
+        """Count now the TLS and not-Kafka bytes of final connection ``idx``."""
+        links = self._tls_done.pop(idx, None)
+        entry = self._other.pop(idx, None)
+        if links is not None and entry is None:
+            for conn, decrypted, gaps in links:
+                self._tls_count(conn, decrypted, gaps)
+        if entry is not None:
+            seq, conn = entry
+            row = self._other_row(conn)
+            top = self._other_top
+            item = (row["bytes"], -seq, row)
+            if len(top) < MAX_NOT_KAFKA_LISTED:
+                heappush(top, item)
+            elif item[:2] > top[0][:2]:
+                heapreplace(top, item)
+        self._counted.pop(idx, None)
+
+    def _other_row(self, conn: Any) -> dict:
+        """Count a final not-Kafka connection's bytes; its ``RunSummary.not_kafka`` row."""
+        s = self.summary
+        n = conn.bytes[0] + conn.bytes[1]
+        # (a revived connection judged not Kafka again: its bytes before the
+        # revival are counted already)
+        s.not_kafka_bytes += n - self._counted.get(conn.index, 0)
+        # (bytes the capture missed after it was judged not Kafka: a hole)
+        s.gap_bytes += conn.unseen_bytes
+        # the server: the SYN's receiver, else the endpoint with the lower port
+        if conn.a_is_client is False or (conn.a_is_client is None and conn.a[1] < conn.b[1]):
+            client, server = conn.b, conn.a
+        else:
+            client, server = conn.a, conn.b
+        return {"client": f"{client[0]}:{client[1]}", "server": f"{server[0]}:{server[1]}",
+                "bytes": n}
+
     def _report_other(self) -> None:
         """``RunSummary.not_kafka`` and ``not_kafka_bytes`` from the connections judged
-        not Kafka (their TCP byte counters are final at the end of the run)."""
-        s = self.summary
-        rows = []
-        counted = self._counted
-        for conn in self._other.values():
-            n = conn.bytes[0] + conn.bytes[1]
-            # (a revived connection judged not Kafka again: its bytes before the
-            # revival are counted already)
-            s.not_kafka_bytes += n - counted.get(conn.index, 0)
-            # (bytes the capture missed after it was judged not Kafka: a hole)
-            s.gap_bytes += conn.unseen_bytes
-            # the server: the SYN's receiver, else the endpoint with the lower port
-            if conn.a_is_client is False or (conn.a_is_client is None and conn.a[1] < conn.b[1]):
-                client, server = conn.b, conn.a
-            else:
-                client, server = conn.a, conn.b
-            rows.append({"client": f"{client[0]}:{client[1]}",
-                         "server": f"{server[0]}:{server[1]}", "bytes": n})
+        not Kafka (their TCP byte counters are final at the end of the run): the largest,
+        ties in the order they were judged."""
+        items = self._other_top
+        for seq, conn in self._other.values():
+            row = self._other_row(conn)
+            items.append((row["bytes"], -seq, row))
         self._other.clear()
-        counted.clear()
-        rows.sort(key=lambda r: -r["bytes"])
-        s.not_kafka = rows[:MAX_NOT_KAFKA_LISTED]
+        self._counted.clear()
+        self._other_top = []
+        items.sort(key=lambda t: (-t[0], -t[1]))
+        self.summary.not_kafka = [t[2] for t in items[:MAX_NOT_KAFKA_LISTED]]
+
+    def _tls_count(self, conn: Any, decrypted: int, gaps: int) -> None:
+        s = self.summary
+        gaps += conn.unseen_bytes
+        total = conn.bytes[0] + conn.bytes[1] + gaps
+        s.tls_bytes += total
+        s.tls_decrypted_bytes += decrypted
+        s.tls_gap_bytes += gaps
+        s.tls_undecrypted_bytes += total - decrypted - gaps
 
     def _report_tls(self) -> None:
         """``RunSummary.tls_*`` from the TLS connections (their TCP byte counters are
         final at the end of the run); one reported as not Kafka is counted there."""
-        s = self.summary
-        for conn, decrypted, gaps in self._tls_done:
-            if conn.index in self._other:
+        for idx, links in self._tls_done.items():
+            if idx in self._other:
                 continue
-            gaps += conn.unseen_bytes
-            total = conn.bytes[0] + conn.bytes[1] + gaps
-            s.tls_bytes += total
-            s.tls_decrypted_bytes += decrypted
-            s.tls_gap_bytes += gaps
-            s.tls_undecrypted_bytes += total - decrypted - gaps
-        self._tls_done = []
+            for conn, decrypted, gaps in links:
+                self._tls_count(conn, decrypted, gaps)
+        self._tls_done = {}
 
     def _sweep(self, now: float) -> None:
         self._next_sweep = now + SWEEP_INTERVAL
@@ -721,8 +810,8 @@ class Engine:
             self._tls_report(link)
             link.conn.ignored = True
             self.tls.pop(link.conn.index, None)
-            self._tls_done.append((link.conn, link.session.info.decrypted_record_bytes,
-                                   link.gap_bytes))
+            self._tls_done.setdefault(link.conn.index, []).append(
+                (link.conn, link.session.info.decrypted_record_bytes, link.gap_bytes))
         elif link.decrypted and link.conn.index not in self.tls_info:
             self._tls_decrypted(link)
 
@@ -762,8 +851,8 @@ class Engine:
         if link.decrypted and idx not in self.tls_info:
             self._tls_decrypted(link)
         self._tls_report(link)
-        self._tls_done.append((link.conn, link.session.info.decrypted_record_bytes,
-                               link.gap_bytes))
+        self._tls_done.setdefault(link.conn.index, []).append(
+            (link.conn, link.session.info.decrypted_record_bytes, link.gap_bytes))
         inner = link.inner
         if inner is not None:
             inner.close(reason)

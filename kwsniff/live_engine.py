@@ -76,6 +76,7 @@ class LiveDecoder:
         ctx = self.engine.ctx
         ctx.reorder = CompletionOrder(ctx.reorder.limit)
         self.tcp = TcpEventStream((), self.engine.options.tcp)
+        self.engine.follow(self.tcp)
         self.on_batch = on_batch
         self.clock = clock
         self.sweep = sweep

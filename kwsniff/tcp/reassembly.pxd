@@ -36,6 +36,7 @@ cdef class TcpReassembler:
     cdef public dict _flows
     cdef public object _next_index
     cdef public object _buffered
+    cdef public object forgotten
     cdef public object connections
     cdef public object retransmissions
     cdef public object keepalives

@@ -27,6 +27,13 @@ Policy (documented in ``docs/tcp-reassembly.md``):
   closed 4-tuple (or with a different initial sequence number) starts a new connection
   with a new index. At most ``max_connections`` are tracked: closed ones are forgotten
   first, then the least recently active open ones are closed as "evicted".
+* A forgotten connection's ``Connection`` never changes again (a later segment of its
+  4-tuple starts a new connection). When :attr:`TcpReassembler.forgotten` is a list
+  (None by default), each one is appended to it as it is forgotten; forgetting happens
+  only when a new connection opens, after the ``ConnectionClosed`` events of the
+  connections evicted for it and before its ``ConnectionOpened``, in the same event
+  list. The consumer empties the list; :meth:`TcpReassembler.finish` does not append
+  (every connection is final at the end anyway).
 * Bytes after a FIN or a RST (a damaged capture) are not dropped, as in Wireshark:
   bytes past a FIN make the FIN void; new bytes (not a retransmission, at most
   ``REOPEN_WINDOW`` past the end) of a connection closed by RST or FINs reopen it: the
@@ -126,6 +133,8 @@ class TcpReassembler:
         self._flows: dict[int, _Flow] = {}     # tracked flows (open and closed) by index
         self._next_index = 0
         self._buffered = 0
+        # the Connections forgotten since the consumer last emptied it (None: not kept)
+        self.forgotten: list[Connection] | None = None
         # counters
         self.connections = 0
         self.retransmissions = 0       # segments whose bytes were all already accounted for
@@ -577,6 +586,8 @@ class TcpReassembler:
             if entry is not None and entry[0] is flow:
                 del self._table[key]
         self._flows.pop(flow.conn.index, None)
+        if self.forgotten is not None:
+            self.forgotten.append(flow.conn)
 
     def _evict(self, frame: int, ts: float, events: list[Event]) -> None:
         """Make room in the connection table: forget closed flows, then close idle ones."""

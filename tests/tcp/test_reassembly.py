@@ -466,3 +466,50 @@ def test_piece_overhead_counts_towards_the_limit():
     events, _ = run(segs, reassembler=r, finish=False)
     assert any(e.__class__.__name__ == "StreamGap" and e.reason == GAP_BUFFER for e in events)
     assert r.buffered_bytes <= 10 * (1 + PIECE_OVERHEAD)
+
+
+def test_forgotten_connections_are_handed_over_after_their_close():
+    """With ``forgotten`` a list, every connection the table forgets is appended once,
+    after its ConnectionClosed and before the ConnectionOpened it made room for; a
+    later segment of its 4-tuple starts a new connection; finish() appends none."""
+    r = TcpReassembler(max_connections=16)
+    r.forgotten = []
+    events = []
+    forgotten_at = {}            # Connection index -> events seen when it was handed over
+    for port in range(1, 61):
+        a = (bytes([10, 0, 0, 1]), port)
+        b = (bytes([10, 0, 0, 2]), 9092)
+        events += r.feed(port, float(port), seg(a, b, 1, 0, SYN))
+        events += r.feed(port, float(port), seg(a, b, 2, 0, ACK, b"payload"))
+        if port % 2:                     # every other one closes (RST) at once
+            events += r.feed(port, float(port), seg(a, b, 9, 0, RST))
+        for conn in r.forgotten:
+            forgotten_at[conn.index] = port - 1     # (the connection it made room for)
+        r.forgotten.clear()
+    assert forgotten_at and len(r._flows) <= 16
+    opened = {e.conn.index: i for i, e in enumerate(events) if isinstance(e, ConnectionOpened)}
+    closed = {e.conn.index: i for i, e in enumerate(events) if isinstance(e, ConnectionClosed)}
+    tracked = {f.conn.index for f in r._flows.values()}
+    for idx, newer in forgotten_at.items():
+        assert closed[idx] < opened[newer]
+        assert idx not in tracked
+    # the closed ones (RST) go first: all forgotten connections but the evicted ones
+    evicted = {e.conn.index for e in events if isinstance(e, ConnectionClosed)
+               and e.reason == "evicted"}
+    assert evicted <= set(forgotten_at)
+    # a segment of a forgotten 4-tuple opens a new connection
+    old = min(forgotten_at)
+    port = old + 1
+    a, b = (bytes([10, 0, 0, 1]), port), (bytes([10, 0, 0, 2]), 9092)
+    new = list(r.feed(99, 99.0, seg(a, b, 2, 0, ACK, b"late")))
+    fresh = [e.conn for e in new if isinstance(e, ConnectionOpened)]
+    assert fresh and fresh[0].index not in forgotten_at and fresh[0].index >= 60
+    r.forgotten.clear()
+    r.finish()
+    assert r.forgotten == []
+    # not a list (the default): nothing is kept
+    r2 = TcpReassembler(max_connections=4)
+    for port in range(1, 20):
+        r2.feed(port, float(port), seg((bytes([10, 0, 0, 1]), port),
+                                       (bytes([10, 0, 0, 2]), 9092), 1, 0, SYN))
+    assert r2.forgotten is None
