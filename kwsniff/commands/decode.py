@@ -396,14 +396,15 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
     verbose, hexdump = args.verbose, args.hex
     hex_limit = getattr(args, "hex_limit", DEFAULT_HEX_LIMIT)
     value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
-    as_utf8 = write_utf8 is not None and not palette.enabled and not args.offsets
+    lean = not palette.enabled and not args.offsets     # plain text: a lean tree
+    as_utf8 = write_utf8 is not None and lean
 
     # (one closure, calling module functions: a compiled build keeps every closure
     # variable of a function in one scope object, so a closure calling a sibling
     # closure would be a reference cycle holding the formatter and its caches)
     def emit(ex: Exchange, facts: Any) -> None:
         if verbose:
-            root = build_tree(ex, spans=args.offsets, value_chars=value_chars)
+            root = build_tree(ex, spans=args.offsets, value_chars=value_chars, lean=lean)
             data = plain_utf8(root, b"\n") if as_utf8 else None
             if data is not None:
                 write_utf8(data)            # type: ignore[misc]

@@ -27,6 +27,7 @@ cdef class _Builder:
     cdef public object kind
     cdef public object version
     cdef public bint modern
+    cdef public bint lean
     cdef public tuple _schema
     cdef public dict spans
 
@@ -34,7 +35,7 @@ cdef class _Builder:
     cpdef info(self, section, tuple names)
     cpdef fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                  tuple names=*)
-    @cython.locals(meta=bint, fast=bint, children=list, known=dict, about_enum=tuple,
+    @cython.locals(meta=bint, fast=bint, lean=bint, children=list, known=dict, about_enum=tuple,
                    prefix=tuple, key=str)
     cpdef _fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                   tuple names=*)
@@ -45,9 +46,9 @@ cdef class _Builder:
                 holder, struct_info=*, names=*, bint meta=*)
     @cython.locals(node=TreeNode)
     cpdef records(self, TreeNode parent, key, Records records, section, tuple path, about)
-    @cython.locals(node=TreeNode)
+    @cython.locals(node=TreeNode, lean=bint, children=list)
     cpdef batch(self, TreeNode parent, index, Batch b, Records records, base, tuple path)
-    @cython.locals(node=TreeNode, kids=list)
+    @cython.locals(node=TreeNode, kids=list, lean=bint)
     cpdef record(self, TreeNode parent, index, Record r, Records records, base)
     @cython.locals(node=TreeNode, child=TreeNode)
     cpdef array(self, TreeNode parent, key, list value, section, tuple path, about, enum,

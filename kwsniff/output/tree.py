@@ -16,6 +16,11 @@ Contract:
 * Plugins: a record key/value/header decoded by a payload plugin shows the decoded
   object's fields as child nodes (and the decoders' problems); plugin exchange fields
   with a value are listed under a ``Plugin fields`` node of the exchange.
+* ``lean=True`` builds a tree for plain text only (:func:`plain_utf8`, or
+  :func:`render_tree` without colours and offsets): nodes get no ``about``, ``path``,
+  ``message`` or ``style``, and most leaves are ``(label, value)`` tuples instead of
+  nodes (the same lines, fewer objects). Other readers (the TUI, :func:`find_node`,
+  plugins) need the full tree.
 * :func:`render_tree` yields indented text lines (4 spaces per level), optionally with
   byte ranges. Nothing here raises on odd bodies: values it cannot interpret are shown
   with ``repr``.
@@ -281,8 +286,9 @@ class _Builder:
     """Builds the nodes of one message; knows its schema and byte ranges."""
 
     def __init__(self, msg: KafkaMessage, protocol: str, spans: bool,
-                 value_chars: int | None) -> None:
+                 value_chars: int | None, lean: bool = False) -> None:
         self.msg = msg
+        self.lean = lean and not spans     # (see the module contract)
         self.protocol = protocol
         self.value_chars = value_chars
         self.kind = msg.kind
@@ -299,6 +305,8 @@ class _Builder:
 
     def node(self, label: str, value: str, section: str, path: tuple[Any, ...],
              about: str | None = None, style: str | None = None) -> TreeNode:
+        if self.lean:
+            return _new(label, value, [], None, None, None, None, (), None)
         span = self.spans.get((section, path)) if self.spans else None
         if span is None:
             # positional (label, value, children, start, length, message, about, path,
@@ -343,6 +351,7 @@ class _Builder:
         # ints and strings without notes or byte spans (most fields): their node is made
         # here, as value() would make it, without the call
         fast = not meta and not self.spans
+        lean = self.lean
         children = parent.children
         kind = self.kind
         prefix = (section,) + path      # of the node paths: (section, *path, key)
@@ -363,15 +372,21 @@ class _Builder:
                     text = _quote(value)
                     if key == "TopicId" and isinstance(obj.get("_topic_name"), str):
                         text += f" ({obj['_topic_name']})"
-                    children.append(_new(key, text, (), None, None, kind, about_enum[0],
-                                         prefix + (key,), None))
+                    if lean:
+                        children.append((key, text))
+                    else:
+                        children.append(_new(key, text, (), None, None, kind, about_enum[0],
+                                             prefix + (key,), None))
                     continue
                 if t is int and not about_enum[2]:
                     enum = about_enum[1]
                     label = enum_label(enum, value) if enum is not None else None
-                    children.append(_new(key, f"{value} ({label})" if label else str(value),
-                                         (), None, None, kind, about_enum[0], prefix + (key,),
-                                         None))
+                    text = f"{value} ({label})" if label else str(value)
+                    if lean:
+                        children.append((key, text))
+                    else:
+                        children.append(_new(key, text, (), None, None, kind, about_enum[0],
+                                             prefix + (key,), None))
                     continue
             self.value(parent, key, value, section, path + (key,), about_enum[0],
                        about_enum[1], obj, struct_info, names + (key,), meta)
@@ -431,6 +446,9 @@ class _Builder:
             text += f" ({holder['_topic_name']})"
         if meta and holder.get(f"_redacted_{key}"):
             text += " (secrets masked)"
+        if self.lean and not (meta and isinstance(holder.get(f"_decoded_{key}"), dict)):
+            parent.children.append((key, text))
+            return
         node = self.node(key, text, section, path, about, style)
         parent.children.append(node)
         if style == "error" and isinstance(value, int):
@@ -459,7 +477,11 @@ class _Builder:
             parts.append(text)
         more = f", … (+{len(value) - INLINE_LIST_LIMIT})" \
             if len(value) > INLINE_LIST_LIMIT else ""
-        parent.add(self.node(key, f"[{', '.join(parts)}{more}]", section, path, about))
+        text = f"[{', '.join(parts)}{more}]"
+        if self.lean:
+            parent.add((key, text))
+        else:
+            parent.add(self.node(key, text, section, path, about))
 
     def unknown_tags(self, parent: TreeNode, tags: Any, section: str,
                      path: tuple[Any, ...]) -> None:
@@ -548,11 +570,18 @@ class _Builder:
         crc_text = "null" if b.crc is None else f"0x{b.crc:08x}" + (
             " (ok)" if crc_ok else " (MISMATCH)" if crc_ok is False
             else " (not checked: truncated)")
-        node.children.append(_new("CRC", crc_text, (), None, None, kind, None, (),
-                                  "error" if crc_ok is False else None))
-        for label, value in rows:
-            node.children.append(_new(label, "null" if value is None else str(value),
-                                      (), None, None, kind, None, (), None))
+        lean = self.lean
+        children = node.children
+        if lean:
+            children.append(("CRC", crc_text))
+            for label, value in rows:
+                children.append((label, "null" if value is None else str(value)))
+        else:
+            children.append(_new("CRC", crc_text, (), None, None, kind, None, (),
+                                 "error" if crc_ok is False else None))
+            for label, value in rows:
+                children.append(_new(label, "null" if value is None else str(value),
+                                     (), None, None, kind, None, (), None))
         if b.attributes is not None:
             attrs = [f"compression {b.codec_name}"]
             if b.timestamp_type:
@@ -561,9 +590,9 @@ class _Builder:
                 attrs.append("transactional")
             if b.control:
                 attrs.append("control")
-            node.children.append(TreeNode("Attributes",
-                                          f"0x{b.attributes:04x} ({', '.join(attrs)})",
-                                          (), None, None, kind))
+            text = f"0x{b.attributes:04x} ({', '.join(attrs)})"
+            children.append(("Attributes", text) if lean else
+                            TreeNode("Attributes", text, (), None, None, kind))
         if b.kind == "v2":
             for label, value in (("LastOffsetDelta", b.last_offset_delta),
                                  ("BaseTimestamp", b.base_timestamp),
@@ -574,7 +603,10 @@ class _Builder:
                                  ("RecordCount", b.declared_count)):
                 text = _format_ms(value) if "Timestamp" in label and value is not None \
                     else ("null" if value is None else str(value))
-                node.children.append(_new(label, text, (), None, None, kind, None, (), None))
+                if lean:
+                    children.append((label, text))
+                else:
+                    children.append(_new(label, text, (), None, None, kind, None, (), None))
         recs = b.records    # decodes (and decompresses) the batch
         if b.compressed_size is not None:
             node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> {b.decompressed_size} "
@@ -590,15 +622,20 @@ class _Builder:
         # positional arguments (label, value, children, start, length, message): this
         # runs for every record of every batch
         offset = str(r.offset)
-        kids = [_new("Offset", offset, (), None, None, None, None, (), None)]
+        lean = self.lean
+        kids = [("Offset", offset) if lean else
+                _new("Offset", offset, (), None, None, None, None, (), None)]
         node = _new(f"Record {index}", "offset " + offset, kids,
                     base + r.start if in_place else None, r.size if in_place else None,
                     self.kind, None, (), None)
         parent.children.append(node)
         add = node.add
         if r.timestamp is not None:
-            kids.append(_new("Timestamp", _format_ms(r.timestamp), (), None, None, None, None,
-                             (), None))
+            if lean:
+                kids.append(("Timestamp", _format_ms(r.timestamp)))
+            else:
+                kids.append(_new("Timestamp", _format_ms(r.timestamp), (), None, None, None,
+                                 None, (), None))
         if r.control is not None:
             ctl = node.add(TreeNode("Control", str(r.control.get("type"))))
             for k, v in r.control.items():
@@ -610,13 +647,22 @@ class _Builder:
         if not has_decoders():
             # the built-in view only (the common case): values made directly
             limit = self.value_chars
-            kids.append(_new("Key", _view(r.key, limit), (), None, None, None, None, (), None))
-            kids.append(_new("Value", _view(r.value, limit), (), None, None, None, None, (),
-                             None))
-            if r.headers:
-                kids.append(TreeNode("Headers", f"{len(r.headers)}",
-                                     [TreeNode(_quote(hk), _view(hv, limit), ())
-                                      for hk, hv in r.headers]))
+            if lean:
+                kids.append(("Key", _view(r.key, limit)))
+                kids.append(("Value", _view(r.value, limit)))
+                if r.headers:
+                    kids.append(_new("Headers", f"{len(r.headers)}",
+                                     [(_quote(hk), _view(hv, limit)) for hk, hv in r.headers],
+                                     None, None, None, None, (), None))
+            else:
+                kids.append(_new("Key", _view(r.key, limit), (), None, None, None, None, (),
+                                 None))
+                kids.append(_new("Value", _view(r.value, limit), (), None, None, None, None,
+                                 (), None))
+                if r.headers:
+                    kids.append(TreeNode("Headers", f"{len(r.headers)}",
+                                         [TreeNode(_quote(hk), _view(hv, limit), ())
+                                          for hk, hv in r.headers]))
         else:
             topic, partition = records.topic, records.partition
             self.payload_node(node, "Key", r.key, topic, partition, "key")
@@ -749,15 +795,19 @@ def _plain_dict(parent: TreeNode, d: dict[str, Any], depth: int = 0) -> None:
 # ----------------------------------------------------------------------------- messages
 
 def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
-                  value_chars: int | None) -> TreeNode:
-    b = _Builder(msg, exchange.protocol, spans, value_chars)
+                  value_chars: int | None, lean: bool = False) -> TreeNode:
+    b = _Builder(msg, exchange.protocol, spans, value_chars, lean)
     what = "request" if msg.kind == "request" else "response"
     frames = f"frame {msg.frame_first}" if msg.frame_first == msg.frame_last \
         else f"frames {msg.frame_first}-{msg.frame_last}"
     top = TreeNode(f"Kafka {what}", f"{frames}, {msg.size} bytes", message=msg.kind,
                    start=0, length=msg.size, path=())
-    top.add(TreeNode("Length", str(msg.size - PREFIX), start=0, length=PREFIX, message=msg.kind,
-                     about="Size of the frame after this field"))
+    lean = b.lean
+    if lean:
+        top.add(("Length", str(msg.size - PREFIX)))
+    else:
+        top.add(TreeNode("Length", str(msg.size - PREFIX), start=0, length=PREFIX,
+                         message=msg.kind, about="Size of the frame after this field"))
     if msg.missing:
         top.add(TreeNode("Missing", f"{counted(msg.missing, 'byte')} lost in a capture gap",
                          style="warn"))
@@ -793,7 +843,10 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
                 text, style = _scalar(key, value, about_enum[1], exchange.protocol)
                 if key == "RequestApiKey" and isinstance(value, int):
                     text = f"{value} ({api_label(value)})"
-                header.add(b.node(key, text, "header", (key,), about_enum[0], style))
+                if lean:
+                    header.add((key, text))
+                else:
+                    header.add(b.node(key, text, "header", (key,), about_enum[0], style))
     name = api_label(msg.api_key, exchange.protocol)
     version = b.version
     if exchange.protocol == SASL_PROTOCOL:
@@ -826,11 +879,13 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
 
 
 def build_tree(exchange: Exchange, *, spans: bool = False,
-               value_chars: int | None = DEFAULT_VALUE_CHARS) -> TreeNode:
+               value_chars: int | None = DEFAULT_VALUE_CHARS, lean: bool = False) -> TreeNode:
     """The detail tree of ``exchange`` (see module contract).
 
-    ``value_chars`` limits the text shown per record key/value/header (None: no limit).
+    ``value_chars`` limits the text shown per record key/value/header (None: no limit);
+    ``lean``: a tree for plain text only (see the module contract).
     """
+    lean = lean and not spans
     api = api_label(exchange.api_key, exchange.protocol)
     version = exchange.api_version
     head = (f"{api} v{version}" if version is not None else api) + \
@@ -840,9 +895,11 @@ def build_tree(exchange: Exchange, *, spans: bool = False,
         head += f", latency {format_latency(exchange.latency_ms)}"
     root = TreeNode(f"Exchange {exchange.index}", head)
     if exchange.correlation_id is not None:
-        root.add(TreeNode("Correlation id", str(exchange.correlation_id)))
+        text = str(exchange.correlation_id)
+        root.add(("Correlation id", text) if lean else TreeNode("Correlation id", text))
     if exchange.client_id is not None:
-        root.add(TreeNode("Client id", _quote(exchange.client_id)))
+        text = _quote(exchange.client_id)
+        root.add(("Client id", text) if lean else TreeNode("Client id", text))
     if exchange.tls is not None:
         root.add(TreeNode("TLS", "decrypted, " + exchange.tls.describe()))
     if extra_fields._extra:
@@ -854,7 +911,7 @@ def build_tree(exchange: Exchange, *, spans: bool = False,
     for msg in (exchange.request, exchange.response):
         if msg is not None:
             try:
-                root.add(_message_node(msg, exchange, spans, value_chars))
+                root.add(_message_node(msg, exchange, spans, value_chars, lean))
             except Exception as exc:  # noqa: BLE001 - never break the output on one message
                 root.add(TreeNode("Problem", f"{msg.kind} could not be shown: "
                                              f"{type(exc).__name__}: {exc}", style="warn"))
@@ -909,6 +966,8 @@ def _render_walk(root: TreeNode, palette: Palette, offsets: bool, indent: str
             stack.pop()
             continue
         depth = len(stack) - 1
+        if type(node) is tuple:             # a lean tree's leaf: (label, value)
+            node = _new(node[0], node[1], (), None, None, None, None, (), None)
         if node.children:
             stack.append(iter(node.children))
         label_text, value = node.label, node.value
@@ -965,8 +1024,13 @@ def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) ->
     cyclic GC, one per exchange)."""
     inner = pad + indent
     shown = _SHOWN
-    for node in nodes:
-        label, value = node.label, node.value
+    for item in nodes:
+        if type(item) is tuple:             # a lean tree's leaf: (label, value)
+            label, value = item
+            node = None
+        else:
+            node = item
+            label, value = node.label, node.value
         text = shown.get(label)
         label = _as_shown(label) if text is None else text
         if value:
@@ -978,7 +1042,7 @@ def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) ->
             out.append(f"{pad}{label}: {value}")
         else:
             out.append(pad + label)
-        if node.children:
+        if node is not None and node.children:
             _emit_plain(node.children, inner, indent, out)
 
 
