@@ -3,6 +3,7 @@
 # the values and their types are exactly those of the uncompiled module). Their own
 # methods read them as C struct fields, and a module that cimports these classes and
 # types its locals with them (tree.pxd) does too. records.py stays the one source.
+cimport cython
 
 cdef class Record:
     cdef public object offset, timestamp, key, value, headers, attributes, size, start
@@ -21,3 +22,7 @@ cdef class _SetState:
 cdef class Records:
     cdef public object data, format, base_position, partition, _state, _batches
     cdef public object _problems, _clean
+
+    # (the -V tree asks it of every record set: the batches' fields as C struct fields)
+    @cython.locals(b=Batch, bs=list)
+    cpdef str summary(self)

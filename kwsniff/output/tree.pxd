@@ -3,6 +3,7 @@
 # stays the one source.
 cimport cython
 from kwsniff.kafka.records cimport Batch, Record, Records
+from kwsniff.kafka.model cimport Exchange, KafkaMessage
 
 cdef class TreeNode:
     cdef public object label
@@ -67,3 +68,9 @@ cpdef _view(data, limit)
 cpdef _item_hint(item)
 cpdef _all_dicts(items)
 cpdef _plain_value(v)
+
+# (one call per message of every tree: its fields read as C struct fields)
+@cython.locals(b=_Builder, top=TreeNode, header=TreeNode, body=TreeNode, known=dict,
+               lean=bint)
+cpdef TreeNode _message_node(KafkaMessage msg, Exchange exchange, bint spans, value_chars,
+                             bint lean=*)
