@@ -5,7 +5,9 @@ Contract:
 * :func:`body_walker` returns ``fn(collector, body)`` for a ``kind`` ("request" or
   "response") body of one API version that the schema table defines, or None. ``fn``
   collects exactly what :meth:`kwsniff.output.facts._Collector.walk` collects from the
-  same body, in the same order, but looks only at the fields that can matter.
+  same body, in the same order, but looks only at the fields that can matter: it
+  follows a plan made once from the schema table (nested tuples, see
+  :func:`_struct_plan`), which one compiled function walks.
 * Why that is exact: the schema table's decoders fill each struct with the plain
   (untagged) fields of its schema, in schema order, each with the Python type of its
   Kafka type (:mod:`kwsniff.kafka.protocol.codegen`). The walker skips fields whose
@@ -55,15 +57,6 @@ _TEXT_TYPES = frozenset({"string", "uuid"})
 _INERT_TYPES = frozenset({"bool", "float64", "bytes"})
 _TEXT_LIST_KEYS = TOPIC_LIST_KEYS | GROUP_LIST_KEYS | TXN_LIST_KEYS | {"CoordinatorKeys"}
 
-# the code run on an int field, by its role (``v`` holds the value)
-_INT_CODE = {
-    ERROR: ["if v and col.is_response:", "    col.errors[v] = None"],
-    PARTITION: ["col.partitions[v] = None"],
-    INDEX: ["col.partitions[v] = None"],
-    PRODUCER: ["if v >= 0:", "    col.producer_ids[v] = None"],
-}
-
-
 def _int_field_role(name: str, parent: str | None) -> int:
     role = int_role(name)
     if role == INDEX and parent not in INDEX_PARENTS:
@@ -85,116 +78,142 @@ def _other_field_matters(name: str, kafka_type: str) -> bool:
     return kafka_type not in _INERT_TYPES   # records, and any type not known here
 
 
-class _Generator:
-    """Writes the source of one walker (one function, nested loops for arrays)."""
+# what a field of a walk plan holds (see _struct_plan)
+_ARRAY = 0          # an array of structs: its element plan
+_STRUCT = 1         # a struct: its plan
+_INT = 2            # an int with a role: the role
+_RECORDS = 3        # a records field
+_OTHER = 4          # a string or scalar array the generic walk may act on
 
-    def __init__(self, version: int) -> None:
-        self.version = version
-        self.lines: list[str] = []
-        self.ns: dict[str, Any] = {"_Records": Records}
 
-    def w(self, ind: int, text: str) -> None:
-        self.lines.append("    " * ind + text)
+def _plain_rows(rows: tuple, version: int) -> list[tuple]:
+    """The fields of ``rows`` a ``version`` body holds untagged (what the decoders put
+    in the struct, in schema order)."""
+    return [r for r in rows if _schema.in_range(version, r[_schema.F_VERSIONS])
+            and not (r[_schema.F_TAG] is not None
+                     and _schema.in_range(version, r[_schema.F_TAGGED]))]
 
-    def plain(self, rows: tuple) -> list[tuple]:
-        v = self.version
-        return [r for r in rows if _schema.in_range(v, r[_schema.F_VERSIONS])
-                and not (r[_schema.F_TAG] is not None
-                         and _schema.in_range(v, r[_schema.F_TAGGED]))]
 
-    def struct(self, rows: tuple, parent: str | None, depth: int, ind: int) -> None:
-        """Code for the struct in ``d<depth>`` whose enclosing topic and partition are
-        ``t<depth-1>``/``p<depth-1>``; it sets ``t<depth>``/``p<depth>`` for its fields."""
-        fields = self.plain(rows)
-        names = [r[_schema.F_NAME] for r in fields]
-        d, g, t, p = f"d{depth}", f"g{depth}", f"t{depth}", f"p{depth}"
-        keys = f"K{len(self.ns)}"
-        # the topic name the run's topic id table adds next to a TopicId
-        # (kwsniff.kafka.topic_ids) is the one key added after decoding handled here
-        added = [TOPIC_NAME] if "TopicId" in names else []
-        self.ns[keys] = frozenset(names + added)
-        up_t, up_p = (f"t{depth - 1}", f"p{depth - 1}") if depth else ("None", "None")
-        self.w(ind, f"if not {keys}.issuperset({d}):")
-        self.w(ind + 1, f"col.walk({d}, {parent!r}, {up_t}, {up_p})")
-        self.w(ind, "else:")
-        ind += 1
-        self.w(ind, f"{g} = {d}.get")
-        self.w(ind, f"{t} = {up_t}")
-        self.w(ind, f"{p} = {up_p}")
-        # the struct's own topic: the first str of these keys (as the generic walk)
-        topic_keys = ["Topic", "TopicName"] + (["Name"] if parent in TOPIC_NAME_PARENTS else [])
-        topic_keys = [k for k in topic_keys if k in names] + added
-        if topic_keys:
-            self.first_of(topic_keys, "str", g, ind)
-            if "TopicId" in names:
-                self.w(ind, f"v = {g}('TopicId')")
-                self.w(ind, "if v is not None:")
-                self.w(ind + 1, "o = col.topic_id(v, o)")
-            self.w(ind, "if o is not None:")
-            self.w(ind + 1, "col.topics[o] = None")
-            self.w(ind + 1, f"{t} = o")
-        part_keys = ["PartitionIndex", "Partition"] + (["Index"] if parent in INDEX_PARENTS else [])
-        part_keys = [k for k in part_keys if k in names]
-        if part_keys:
-            self.first_of(part_keys, "int", g, ind)
-            self.w(ind, "if o is not None:")
-            self.w(ind + 1, f"{p} = o")
-        for row in fields:
-            self.field(row, parent, depth, ind)
+def _struct_plan(rows: tuple, parent: str | None, version: int) -> tuple:
+    """The walk plan of a struct under the field ``parent`` (None: the body):
+    ``(keys, parent, topic keys, has a TopicId, partition keys, field plans)``. ``keys``
+    are the keys a struct may hold and still be walked by the plan (else the generic
+    walk takes it); the struct's own topic is the first str of the topic keys (then a
+    ``TopicId`` decides), its partition the first int of the partition keys; each field
+    plan is ``(name, kind, arg)``, ``kind`` one of ``_ARRAY`` .. ``_OTHER`` (fields
+    without a role have none)."""
+    fields = _plain_rows(rows, version)
+    names = [r[_schema.F_NAME] for r in fields]
+    # the topic name the run's topic id table adds next to a TopicId
+    # (kwsniff.kafka.topic_ids) is the one key added after decoding handled here
+    added = [TOPIC_NAME] if "TopicId" in names else []
+    topic_keys = ["Topic", "TopicName"] + (["Name"] if parent in TOPIC_NAME_PARENTS else [])
+    topic_keys = [k for k in topic_keys if k in names] + added
+    part_keys = ["PartitionIndex", "Partition"] + (["Index"] if parent in INDEX_PARENTS else [])
+    part_keys = [k for k in part_keys if k in names]
+    plans = []
+    for row in fields:
+        plan = _field_plan(row, parent, version)
+        if plan is not None:
+            plans.append(plan)
+    return (frozenset(names + added), parent, tuple(topic_keys), "TopicId" in names,
+            tuple(part_keys), tuple(plans))
 
-    def first_of(self, keys: list[str], type_name: str, g: str, ind: int) -> None:
-        """``o`` = the first value of ``keys`` of type ``type_name``, else None."""
-        self.w(ind, "o = None")
-        for i, k in enumerate(keys):
-            if i:
-                self.w(ind, "if o is None:")
-            inner = ind + 1 if i else ind
-            self.w(inner, f"o = {g}({k!r})")
-            self.w(inner, f"if type(o) is not {type_name}:")
-            self.w(inner + 1, "o = None")
 
-    def field(self, row: tuple, parent: str | None, depth: int, ind: int) -> None:
-        name, kafka_type, children = row[_schema.F_NAME], row[_schema.F_TYPE], row[_schema.F_CHILDREN]
-        d, g, t, p = f"d{depth}", f"g{depth}", f"t{depth}", f"p{depth}"
-        other = f"col.item({d}, {name!r}, v, {parent!r}, {t}, {p})"
-        if children is not None:
-            inner = f"d{depth + 1}"
-            self.w(ind, f"v = {g}({name!r})")
-            if kafka_type.startswith("[]"):
-                self.w(ind, "if type(v) is list:")
-                self.w(ind + 1, "if v:")
-                self.w(ind + 2, "if type(v[0]) is dict:")
-                self.w(ind + 3, f"for {inner} in v:")
-                self.w(ind + 4, f"if type({inner}) is dict:")
-                self.struct(children, name, depth + 1, ind + 5)
-                self.w(ind + 2, "else:")
-                self.w(ind + 3, other)
-            else:
-                self.w(ind, "if type(v) is dict:")
-                self.w(ind + 1, f"{inner} = v")
-                self.struct(children, name, depth + 1, ind + 1)
-            self.w(ind, "elif v is not None:")
-            self.w(ind + 1, other)
-        elif kafka_type in _INT_TYPES:
-            role = _int_field_role(name, parent)
-            if not role:
-                return
-            self.w(ind, f"v = {g}({name!r})")
-            self.w(ind, "if type(v) is int:")
-            for line in _INT_CODE[role]:
-                self.w(ind + 1, line)
-            self.w(ind, "elif v is not None:")
-            self.w(ind + 1, other)
-        elif kafka_type == "records":
-            self.w(ind, f"v = {g}({name!r})")
-            self.w(ind, "if type(v) is _Records:")
-            self.w(ind + 1, f"col.records_set(v, {t}, {p})")
-            self.w(ind, "elif v is not None:")
-            self.w(ind + 1, other)
-        elif _other_field_matters(name, kafka_type):
-            self.w(ind, f"v = {g}({name!r})")
-            self.w(ind, "if v is not None:")
-            self.w(ind + 1, other)
+def _field_plan(row: tuple, parent: str | None, version: int) -> tuple | None:
+    """The plan of one field of a struct under ``parent`` (None when it has no role)."""
+    name, kafka_type, children = row[_schema.F_NAME], row[_schema.F_TYPE], row[_schema.F_CHILDREN]
+    if children is not None:
+        kind = _ARRAY if kafka_type.startswith("[]") else _STRUCT
+        return (name, kind, _struct_plan(children, name, version))
+    if kafka_type in _INT_TYPES:
+        role = _int_field_role(name, parent)
+        return (name, _INT, role) if role else None
+    if kafka_type == "records":
+        return (name, _RECORDS, None)
+    if _other_field_matters(name, kafka_type):
+        return (name, _OTHER, None)
+    return None
+
+
+def _walk(col: Any, d: dict, plan: tuple, topic: str | None, partition: int | None) -> None:
+    """Collect what the generic walk collects from struct ``d`` (of the struct ``plan``,
+    whose enclosing topic and partition are ``topic``/``partition``), looking only at the
+    fields the plan names."""
+    parent = plan[1]
+    if not plan[0].issuperset(d):
+        col.walk(d, parent, topic, partition)
+        return
+    topic_keys = plan[2]
+    if topic_keys:
+        o = None
+        for k in topic_keys:
+            o = d.get(k)
+            if type(o) is str:
+                break
+            o = None
+        if plan[3]:
+            v = d.get("TopicId")
+            if v is not None:
+                o = col.topic_id(v, o)
+        if o is not None:
+            col.topics[o] = None
+            topic = o
+    for k in plan[4]:
+        o = d.get(k)
+        if type(o) is int:
+            partition = o
+            break
+    for field in plan[5]:
+        name = field[0]
+        kind = field[1]
+        v = d.get(name)
+        if v is None:
+            continue
+        if kind == _ARRAY:
+            if type(v) is list:
+                if v:
+                    if type(v[0]) is dict:
+                        sub = field[2]
+                        for e in v:
+                            if type(e) is dict:
+                                _walk(col, e, sub, topic, partition)
+                    else:
+                        col.item(d, name, v, parent, topic, partition)
+                continue
+        elif kind == _STRUCT:
+            if type(v) is dict:
+                _walk(col, v, field[2], topic, partition)
+                continue
+        elif kind == _INT:
+            if type(v) is int:
+                role = field[2]
+                if role == ERROR:
+                    if v and col.is_response:
+                        col.errors[v] = None
+                elif role == PRODUCER:
+                    if v >= 0:
+                        col.producer_ids[v] = None
+                else:               # PARTITION, INDEX
+                    col.partitions[v] = None
+                continue
+        elif kind == _RECORDS:
+            if type(v) is Records:
+                col.records_set(v, topic, partition)
+                continue
+        col.item(d, name, v, parent, topic, partition)
+
+
+class _PlanWalker:
+    """A body walker: ``walker(collector, body)`` walks ``body`` by ``plan``."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: tuple) -> None:
+        self.plan = plan
+
+    def __call__(self, col: Any, body: dict) -> None:
+        _walk(col, body, self.plan, None, None)
 
 
 @lru_cache(maxsize=1024)
@@ -204,14 +223,7 @@ def body_walker(api_key: int, kind: str, version: int) -> Walker | None:
     seg = _schema.message_schema(api_key, kind, version)
     if seg is None:
         return None
-    gen = _Generator(version)
-    gen.struct(seg[4], None, 0, 1)
-    src = "def walk(col, d0):\n" + "\n".join(gen.lines) + "\n"
-    code = compile(src, f"<kwsniff facts walker {api_key} {kind} v{version}>", "exec")
-    exec(code, gen.ns)  # noqa: S102 - source generated above from the schema table only
-    fn = gen.ns["walk"]
-    fn.source = src  # type: ignore[attr-defined]
-    return fn
+    return _PlanWalker(_struct_plan(seg[4], None, version))
 
 
 @lru_cache(maxsize=1024)
