@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import OrderedDict, deque
+from functools import lru_cache
 from typing import Any, Iterable
 
 from kwsniff.kafka import decoding, detect
@@ -194,7 +195,10 @@ def corr_after(corr: int, last: int | None) -> bool:
     return last >= _WRAP and corr < CORR_SPREAD
 
 
+@lru_cache(maxsize=4096)
 def is_ip(host: str) -> bool:
+    """Whether ``host`` is an IPv4 or IPv6 address (Metadata answers name brokers by
+    host; the same few recur in every answer: remembered)."""
     try:
         ipaddress.ip_address(host)
         return True
