@@ -18,11 +18,10 @@ Contract:
   user's (``--conf``) is kept, with the quiet set-up added unless it names a log4j
   configuration itself. The JVM's own start-up notes (e.g. "Using
   incubator modules") are not log4j output and still appear.
-* ``quick_jit`` (a short local run, see :func:`quick_jit_for`): a driver JVM started
-  here on a local master gets :data:`QUICK_JIT` (only the JVM's quick C1 compiler: on a
-  short run the optimizing C2 compiler costs more CPU than its faster code saves). It
-  comes first in ``spark.driver.extraJavaOptions``, so a user's own ``-XX`` option
-  of the same name wins.
+* ``jit``: JIT compiler options (:func:`jit_for`: :data:`QUICK_JIT` for a short local
+  run, only the JVM's quick C1 compiler; :data:`PATIENT_JIT` for a long one, C2 only for
+  the hottest code) for a driver JVM started here on a local master. They come first in
+  ``spark.driver.extraJavaOptions``, so a user's own ``-XX`` option of the same name wins.
 * On a non-local master the kwsniff package is zipped and shipped to the executors
   (``addPyFile``), so workers need only Python and kwsniff's own dependencies
   (cramjam, lz4, zstandard, crc32c for ``spark-decode``; nothing extra for ``analyze``).
@@ -110,17 +109,24 @@ def _local_cores(master: str) -> int:
 #: on the 109-exchange sample (analyze, 2 cores): the C2 compiler thread alone took 20 s
 #: of CPU, about a quarter of the run's; without it the run used 20-30 % less CPU.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
-#: Local input size up to which :func:`quick_jit_for` says yes. On 1,000,000 exchanges
+#: Local input size up to which :func:`jit_for` picks QUICK_JIT. On 1,000,000 exchanges
 #: (1.4 GB) C2 pays for itself: without it the tasks took 60 % more CPU.
 QUICK_JIT_BYTES = 256 << 20
+#: The driver JVM options of a longer local run: C2 compiles a method only after 10x its
+#: default invocation counts (loops still by their back-edge counts). On 1,000,000
+#: exchanges the C2 thread took 56-57 s of CPU instead of 71-76 s, the tasks no more.
+PATIENT_JIT = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+               "-XX:Tier4CompileThreshold=60000")
 
 
-def quick_jit_for(input_bytes: int | None, master: str | None) -> bool:
-    """Whether a run over ``input_bytes`` of local input on ``master`` should start its
-    driver JVM with :data:`QUICK_JIT`: a local master (the tasks run in that JVM), a JVM
-    started here (not under spark-submit), input of a known size up to QUICK_JIT_BYTES."""
-    return input_bytes is not None and input_bytes <= QUICK_JIT_BYTES \
-        and is_local_master(master) and not _under_spark_submit()
+def jit_for(input_bytes: int | None, master: str | None) -> str:
+    """The JIT options for a run over ``input_bytes`` of local input on ``master``: on a
+    local master (the tasks run in the driver JVM) with a JVM started here (not under
+    spark-submit) and input of a known size, QUICK_JIT up to QUICK_JIT_BYTES, else
+    PATIENT_JIT; otherwise none (``""``)."""
+    if input_bytes is None or not is_local_master(master) or _under_spark_submit():
+        return ""
+    return QUICK_JIT if input_bytes <= QUICK_JIT_BYTES else PATIENT_JIT
 
 
 #: Input bytes per shuffle partition when sizing them to the data (local mode).
@@ -141,7 +147,7 @@ def partitions_for(input_bytes: int | None, master: str | None) -> int | None:
 def spark_session(master: str | None = None, app_name: str = "kwsniff", *,
                   conf: dict[str, str] | None = None, shuffle_partitions: int | None = None,
                   driver_memory: str | None = None, quiet: bool = True,
-                  quick_jit: bool = False) -> Any:
+                  jit: str = "") -> Any:
     """The SparkSession to run on (see the module contract)."""
     from pyspark.sql import SparkSession
 
@@ -166,7 +172,7 @@ def spark_session(master: str | None = None, app_name: str = "kwsniff", *,
                                 "spark.sql.adaptive.coalescePartitions.enabled": "true"}
     quiet_opt = f"-Dlog4j2.configurationFile=file:{quiet_log4j2_file()}" \
         if quiet and not _under_spark_submit() else ""
-    jit_opt = QUICK_JIT if quick_jit and local and not _under_spark_submit() else ""
+    jit_opt = jit if local and not _under_spark_submit() else ""
     if quiet_opt or jit_opt:
         settings["spark.driver.extraJavaOptions"] = driver_java_options("", quiet_opt, jit_opt)
         if conf and "spark.driver.extraJavaOptions" in conf:

@@ -27,12 +27,13 @@ from kwsniff.spark.capture_files import (  # noqa: E402
 )
 from kwsniff.spark.error_sites import error_sites  # noqa: E402
 from kwsniff.spark.session import (  # noqa: E402
+    PATIENT_JIT,
     QUICK_JIT,
     QUICK_JIT_BYTES,
     driver_java_options,
     is_local_master,
+    jit_for,
     package_zip,
-    quick_jit_for,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -347,11 +348,11 @@ def test_driver_java_options_put_the_jit_option_first_so_the_users_wins() -> Non
     assert driver_java_options(mine, quiet, QUICK_JIT) == f"{QUICK_JIT} {mine}"
 
 
-def test_quick_jit_only_for_small_known_local_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_jit_options_by_input_size_on_local_masters_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    assert quick_jit_for(436_939, None) and quick_jit_for(QUICK_JIT_BYTES, "local[2]")
-    assert not quick_jit_for(QUICK_JIT_BYTES + 1, None)          # big: C2 pays off
-    assert not quick_jit_for(None, None)                          # remote input: unknown
-    assert not quick_jit_for(1000, "spark://127.0.0.1:7077")      # tasks run elsewhere
+    assert jit_for(436_939, None) == QUICK_JIT == jit_for(QUICK_JIT_BYTES, "local[2]")
+    assert jit_for(QUICK_JIT_BYTES + 1, None) == PATIENT_JIT      # big: C2 pays off
+    assert jit_for(None, None) == ""                              # remote input: unknown
+    assert jit_for(1000, "spark://127.0.0.1:7077") == ""          # tasks run elsewhere
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "12345")           # JVM already started
-    assert not quick_jit_for(1000, None)
+    assert jit_for(1000, None) == ""
