@@ -108,16 +108,18 @@ def run(args: argparse.Namespace) -> int:
     from kwsniff.spark.analyze import run_analysis
     from kwsniff.spark.jobs import AnalysisOptions
     from kwsniff.spark.progress import Progress
-    from kwsniff.spark.session import partitions_for, session_scope
+    from kwsniff.spark.session import jit_for, partitions_for, session_scope
 
     options = AnalysisOptions(bucket=args.bucket, accuracy=args.accuracy)
     started = time.monotonic()
     settings = session_options(args)
+    size = local_input_bytes(args.exports)
     if settings["shuffle_partitions"] is None \
             and "spark.sql.shuffle.partitions" not in settings["conf"]:
         # small inputs, few partitions: each one is a task per stage of every job
-        settings["shuffle_partitions"] = partitions_for(local_input_bytes(args.exports),
-                                                        args.master)
+        settings["shuffle_partitions"] = partitions_for(size, args.master)
+    # the JIT compilers' options for a short or a long local run
+    settings["jit"] = jit_for(size, args.master)
     print("starting Spark ...", file=sys.stderr, flush=True)
     with session_scope(args.master, "kwsniff analyze", **settings) as spark:
         print(f"Spark started in {time.monotonic() - started:.1f} s", file=sys.stderr,

@@ -549,6 +549,8 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
         done: dict[str, Section] = {}
         got: dict[str, Any] = {}
         for name, df in job.compute(exports, opts).items():
+            # names this table's Spark jobs (event log, UI): thread-local
+            spark.sparkContext.setJobDescription(f"{JOB_TITLES[job]}: {name}")
             # Persisted when read again: by the charts, the overview or a section with
             # its own order, or by Spark's writes when the table is too big to collect.
             again = name in REREAD or (name in specs and specs[name][3] is not None)

@@ -26,7 +26,15 @@ from kwsniff.spark.capture_files import (  # noqa: E402
     survey,
 )
 from kwsniff.spark.error_sites import error_sites  # noqa: E402
-from kwsniff.spark.session import driver_java_options, is_local_master, package_zip  # noqa: E402
+from kwsniff.spark.session import (  # noqa: E402
+    PATIENT_JIT,
+    QUICK_JIT,
+    QUICK_JIT_BYTES,
+    driver_java_options,
+    is_local_master,
+    jit_for,
+    package_zip,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -328,3 +336,23 @@ def test_driver_java_options_keep_the_users_and_the_quiet_log_setup() -> None:
     assert driver_java_options("", quiet) == quiet
     mine = "-Dlog4j2.configurationFile=file:/etc/mine.properties"
     assert driver_java_options(mine, quiet) == mine        # theirs wins
+
+
+def test_driver_java_options_put_the_jit_option_first_so_the_users_wins() -> None:
+    quiet = "-Dlog4j2.configurationFile=file:/tmp/q.properties"
+    assert driver_java_options("", quiet, QUICK_JIT) == f"{QUICK_JIT} {quiet}"
+    assert driver_java_options("", "", QUICK_JIT) == QUICK_JIT       # --verbose
+    theirs = "-XX:TieredStopAtLevel=4 -Dfoo=1"
+    assert driver_java_options(theirs, quiet, QUICK_JIT) == f"{QUICK_JIT} {theirs} {quiet}"
+    mine = "-Dlog4j2.configurationFile=file:/etc/mine.properties"
+    assert driver_java_options(mine, quiet, QUICK_JIT) == f"{QUICK_JIT} {mine}"
+
+
+def test_jit_options_by_input_size_on_local_masters_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert jit_for(436_939, None) == QUICK_JIT == jit_for(QUICK_JIT_BYTES, "local[2]")
+    assert jit_for(QUICK_JIT_BYTES + 1, None) == PATIENT_JIT      # big: C2 pays off
+    assert jit_for(None, None) == ""                              # remote input: unknown
+    assert jit_for(1000, "spark://127.0.0.1:7077") == ""          # tasks run elsewhere
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "12345")           # JVM already started
+    assert jit_for(1000, None) == ""
