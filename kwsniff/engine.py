@@ -44,7 +44,7 @@ Contract:
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from heapq import heappush, heapreplace
+from heapq import heappush, heappushpop
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -367,8 +367,7 @@ class Engine:
             self.summary.tls_notes.append(_tls_note(link, why))
         self._tls_unread = []
         out = self._release(True)
-        self._report_tls()
-        self._report_other()
+        self._report_connections()
         if self._tcp is not None:
             stats = self._tcp.stats
             self.summary.tcp = stats
@@ -677,11 +676,12 @@ class Engine:
             seq, conn = entry
             row = self._other_row(conn)
             top = self._other_top
+            # ((bytes, -seq) is unique: rows are never compared)
             item = (row["bytes"], -seq, row)
             if len(top) < MAX_NOT_KAFKA_LISTED:
                 heappush(top, item)
-            elif item[:2] > top[0][:2]:
-                heapreplace(top, item)
+            else:
+                heappushpop(top, item)
         self._counted.pop(idx, None)
 
     def _other_row(self, conn: Any) -> dict:
@@ -701,19 +701,16 @@ class Engine:
         return {"client": f"{client[0]}:{client[1]}", "server": f"{server[0]}:{server[1]}",
                 "bytes": n}
 
-    def _report_other(self) -> None:
-        """``RunSummary.not_kafka`` and ``not_kafka_bytes`` from the connections judged
-        not Kafka (their TCP byte counters are final at the end of the run): the largest,
-        ties in the order they were judged."""
-        items = self._other_top
-        for seq, conn in self._other.values():
-            row = self._other_row(conn)
-            items.append((row["bytes"], -seq, row))
-        self._other.clear()
+    def _report_connections(self) -> None:
+        """``RunSummary.not_kafka``, ``not_kafka_bytes`` and ``tls_*`` from the connections
+        not forgotten by the TCP layer yet (their counters are final at the end of the run),
+        counted as a forgotten one is; the largest not-Kafka rows, ties in the order they
+        were judged."""
+        for idx in [*self._tls_done, *self._other]:
+            self._fold(idx)
         self._counted.clear()
+        self.summary.not_kafka = [t[2] for t in sorted(self._other_top, reverse=True)]
         self._other_top = []
-        items.sort(key=lambda t: (-t[0], -t[1]))
-        self.summary.not_kafka = [t[2] for t in items[:MAX_NOT_KAFKA_LISTED]]
 
     def _tls_count(self, conn: Any, decrypted: int, gaps: int) -> None:
         s = self.summary
@@ -723,16 +720,6 @@ class Engine:
         s.tls_decrypted_bytes += decrypted
         s.tls_gap_bytes += gaps
         s.tls_undecrypted_bytes += total - decrypted - gaps
-
-    def _report_tls(self) -> None:
-        """``RunSummary.tls_*`` from the TLS connections (their TCP byte counters are
-        final at the end of the run); one reported as not Kafka is counted there."""
-        for idx, links in self._tls_done.items():
-            if idx in self._other:
-                continue
-            for conn, decrypted, gaps in links:
-                self._tls_count(conn, decrypted, gaps)
-        self._tls_done = {}
 
     def _sweep(self, now: float) -> None:
         self._next_sweep = now + SWEEP_INTERVAL
@@ -810,10 +797,15 @@ class Engine:
             self._tls_report(link)
             link.conn.ignored = True
             self.tls.pop(link.conn.index, None)
-            self._tls_done.setdefault(link.conn.index, []).append(
-                (link.conn, link.session.info.decrypted_record_bytes, link.gap_bytes))
+            self._tls_finished(link)
         elif link.decrypted and link.conn.index not in self.tls_info:
             self._tls_decrypted(link)
+
+    def _tls_finished(self, link: Any) -> None:
+        """A link no longer followed: its bytes are counted once its connection is final
+        (when the TCP layer forgets it, or at the end of the run)."""
+        self._tls_done.setdefault(link.conn.index, []).append(
+            (link.conn, link.session.info.decrypted_record_bytes, link.gap_bytes))
 
     def _tls_decrypted(self, link: Any) -> None:
         """Remember the connection's TlsInfo for its exchanges (bounded like the
@@ -851,8 +843,7 @@ class Engine:
         if link.decrypted and idx not in self.tls_info:
             self._tls_decrypted(link)
         self._tls_report(link)
-        self._tls_done.setdefault(link.conn.index, []).append(
-            (link.conn, link.session.info.decrypted_record_bytes, link.gap_bytes))
+        self._tls_finished(link)
         inner = link.inner
         if inner is not None:
             inner.close(reason)

@@ -55,6 +55,8 @@ cdef class _Builder:
     cpdef array(self, TreeNode parent, key, list value, section, tuple path, about, enum,
                 struct_info, tuple names)
 
+cdef object _leaf(bint lean, label, value, message, style=*)
+
 @cython.locals(node=TreeNode)
 cdef TreeNode _new(label, value, children, start, length, message, about, tuple path,
                    style)

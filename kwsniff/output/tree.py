@@ -137,6 +137,15 @@ def _new(label: str, value: str, children: Any, start: int | None, length: int |
     return node
 
 
+def _leaf(lean: bool, label: str, value: str, message: str | None,
+          style: str | None = None) -> Any:
+    """A leaf the builder makes in bulk: ``(label, value)`` in a lean tree, else a node
+    with the shared empty tuple as children and no byte range, about or path."""
+    if lean:
+        return (label, value)
+    return _new(label, value, (), None, None, message, None, (), style)
+
+
 # ----------------------------------------------------------------------------- values
 
 def _quote(text: str) -> str:
@@ -572,16 +581,9 @@ class _Builder:
             else " (not checked: truncated)")
         lean = self.lean
         children = node.children
-        if lean:
-            children.append(("CRC", crc_text))
-            for label, value in rows:
-                children.append((label, "null" if value is None else str(value)))
-        else:
-            children.append(_new("CRC", crc_text, (), None, None, kind, None, (),
-                                 "error" if crc_ok is False else None))
-            for label, value in rows:
-                children.append(_new(label, "null" if value is None else str(value),
-                                     (), None, None, kind, None, (), None))
+        children.append(_leaf(lean, "CRC", crc_text, kind, "error" if crc_ok is False else None))
+        for label, value in rows:
+            children.append(_leaf(lean, label, "null" if value is None else str(value), kind))
         if b.attributes is not None:
             attrs = [f"compression {b.codec_name}"]
             if b.timestamp_type:
@@ -590,9 +592,8 @@ class _Builder:
                 attrs.append("transactional")
             if b.control:
                 attrs.append("control")
-            text = f"0x{b.attributes:04x} ({', '.join(attrs)})"
-            children.append(("Attributes", text) if lean else
-                            TreeNode("Attributes", text, (), None, None, kind))
+            children.append(_leaf(lean, "Attributes",
+                                  f"0x{b.attributes:04x} ({', '.join(attrs)})", kind))
         if b.kind == "v2":
             for label, value in (("LastOffsetDelta", b.last_offset_delta),
                                  ("BaseTimestamp", b.base_timestamp),
@@ -603,10 +604,7 @@ class _Builder:
                                  ("RecordCount", b.declared_count)):
                 text = _format_ms(value) if "Timestamp" in label and value is not None \
                     else ("null" if value is None else str(value))
-                if lean:
-                    children.append((label, text))
-                else:
-                    children.append(_new(label, text, (), None, None, kind, None, (), None))
+                children.append(_leaf(lean, label, text, kind))
         recs = b.records    # decodes (and decompresses) the batch
         if b.compressed_size is not None:
             node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> {b.decompressed_size} "
@@ -623,19 +621,14 @@ class _Builder:
         # runs for every record of every batch
         offset = str(r.offset)
         lean = self.lean
-        kids = [("Offset", offset) if lean else
-                _new("Offset", offset, (), None, None, None, None, (), None)]
+        kids = [_leaf(lean, "Offset", offset, None)]
         node = _new(f"Record {index}", "offset " + offset, kids,
                     base + r.start if in_place else None, r.size if in_place else None,
                     self.kind, None, (), None)
         parent.children.append(node)
         add = node.add
         if r.timestamp is not None:
-            if lean:
-                kids.append(("Timestamp", _format_ms(r.timestamp)))
-            else:
-                kids.append(_new("Timestamp", _format_ms(r.timestamp), (), None, None, None,
-                                 None, (), None))
+            kids.append(_leaf(lean, "Timestamp", _format_ms(r.timestamp), None))
         if r.control is not None:
             ctl = node.add(TreeNode("Control", str(r.control.get("type"))))
             for k, v in r.control.items():
@@ -647,22 +640,12 @@ class _Builder:
         if not has_decoders():
             # the built-in view only (the common case): values made directly
             limit = self.value_chars
-            if lean:
-                kids.append(("Key", _view(r.key, limit)))
-                kids.append(("Value", _view(r.value, limit)))
-                if r.headers:
-                    kids.append(_new("Headers", f"{len(r.headers)}",
-                                     [(_quote(hk), _view(hv, limit)) for hk, hv in r.headers],
-                                     None, None, None, None, (), None))
-            else:
-                kids.append(_new("Key", _view(r.key, limit), (), None, None, None, None, (),
-                                 None))
-                kids.append(_new("Value", _view(r.value, limit), (), None, None, None, None,
-                                 (), None))
-                if r.headers:
-                    kids.append(TreeNode("Headers", f"{len(r.headers)}",
-                                         [TreeNode(_quote(hk), _view(hv, limit), ())
-                                          for hk, hv in r.headers]))
+            kids.append(_leaf(lean, "Key", _view(r.key, limit), None))
+            kids.append(_leaf(lean, "Value", _view(r.value, limit), None))
+            if r.headers:
+                kids.append(_new("Headers", f"{len(r.headers)}",
+                                 [_leaf(lean, _quote(hk), _view(hv, limit), None)
+                                  for hk, hv in r.headers], None, None, None, None, (), None))
         else:
             topic, partition = records.topic, records.partition
             self.payload_node(node, "Key", r.key, topic, partition, "key")
