@@ -22,7 +22,7 @@ from kwsniff.output.filter import DisplayFilter, compile_filter
 from kwsniff.output.hexdump import frame_bytes, hexdump_lines
 from kwsniff.output.pipeline import Selection, run_counters, run_summary_line
 from kwsniff.output.summary import TIME_FORMATS, SummaryFormatter
-from kwsniff.output.tree import DEFAULT_VALUE_CHARS, build_tree, plain_utf8, render_tree
+from kwsniff.output.tree import DEFAULT_VALUE_CHARS, build_tree, plain_text, render_tree
 from kwsniff.plugin_api.cli import add_plugin_arguments
 
 # ----------------------------------------------------------------------------- shared
@@ -386,18 +386,13 @@ class LineBatch:
 
 
 def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryFormatter,
-                     write: Callable[[str], Any],
-                     write_utf8: Callable[[bytes], Any] | None = None
-                     ) -> Callable[[Exchange, Any], None]:
+                     write: Callable[[str], Any]) -> Callable[[Exchange, Any], None]:
     """``emit(exchange, facts)``: write one exchange as ``decode`` shows it (summary line,
-    or -V tree, then -x hex dump) through ``write``. With ``write_utf8`` (a writer of
-    strict UTF-8 bytes into the same output, in order) a plain -V tree may go through
-    it as bytes instead (the same text; see :func:`~kwsniff.output.tree.plain_utf8`)."""
+    or -V tree, then -x hex dump) through ``write``."""
     verbose, hexdump = args.verbose, args.hex
     hex_limit = getattr(args, "hex_limit", DEFAULT_HEX_LIMIT)
     value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
     lean = not palette.enabled and not args.offsets     # plain text: a lean tree
-    as_utf8 = write_utf8 is not None and lean
 
     # (one closure, calling module functions: a compiled build keeps every closure
     # variable of a function in one scope object, so a closure calling a sibling
@@ -405,20 +400,20 @@ def exchange_printer(args: argparse.Namespace, palette: Any, formatter: SummaryF
     def emit(ex: Exchange, facts: Any) -> None:
         if verbose:
             root = build_tree(ex, spans=args.offsets, value_chars=value_chars, lean=lean)
-            data = plain_utf8(root, b"\n") if as_utf8 else None
-            if data is not None:
-                write_utf8(data)            # type: ignore[misc]
+            # few writes per exchange (a write call per line costs more than the join),
+            # the heading (with its arrow) apart (see plain_text)
+            text = plain_text(root) if lean else None
+            if text is not None:
+                write(text[0])
+                if text[1]:
+                    write(text[1])
             else:
-                # few writes per exchange (a write call per line costs more than the
-                # join), the heading (with its arrow) apart: the other lines are most
-                # often ASCII, which one non-ASCII character would make a wider text,
-                # slower to join and to encode
                 lines = list(render_tree(root, palette=palette, offsets=args.offsets))
                 write(lines[0])
                 if len(lines) > 1:
                     write("\n")
                     write("\n".join(lines[1:]))
-                write("\n")
+            write("\n")
         else:
             write(formatter.format(ex, facts) + "\n")
         if hexdump:

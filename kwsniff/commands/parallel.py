@@ -354,7 +354,7 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
         if events:
             sink.record(_EVENTS, pickle.dumps(events))
             events.clear()
-        # (str parts, and the bytes of plain -V trees: strict UTF-8 of the same text)
+        # (text parts, encoded as the pipeline encodes them; bytes parts as they are)
         sink.record(kind, b"".join([p.encode("utf-8", "surrogatepass") if type(p) is str
                                     else p for p in parts]))
         parts.clear()
@@ -764,7 +764,7 @@ def decode_in_parallel(args: argparse.Namespace, jobs: int,
 
     def factory(engine: Any, selection: Selection, write: Callable[[Any], Any]) -> Any:
         formatter = SummaryFormatter(palette, args.time_format)
-        printer = exchange_printer(args, palette, formatter, write, write)
+        printer = exchange_printer(args, palette, formatter, write)
         selection.lean = bool(args.verbose)     # as in one process (decode.run)
         if summary_lane(args, display_filter):
             use_lane(engine, selection)

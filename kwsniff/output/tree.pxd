@@ -16,8 +16,13 @@ cdef class TreeNode:
     cdef public object path
     cdef public object style
 
-@cython.locals(inner=str, node=TreeNode, label=str, value=str, text=str, shown=dict)
+@cython.locals(inner=str, node=TreeNode)
 cdef _emit_plain(list nodes, str pad, str indent, list out)
+
+@cython.locals(text=str, shown=dict)
+cdef str _line(str label, str value)
+@cython.locals(text=str, shown=dict)
+cdef str _plain_line(str label, str value)
 
 cdef str _as_shown(str text)
 
@@ -41,6 +46,7 @@ cdef class _Builder:
     cpdef _fields(self, TreeNode parent, dict obj, section, tuple path, struct_info=*,
                   tuple names=*)
     cpdef tuple _learn(self, dict known, key, section, tuple names, struct_info)
+    @cython.locals(tables=dict, ck=tuple)
     cpdef dict _known(self, section, tuple names, struct_info)
     @cython.locals(node=TreeNode)
     cpdef value(self, TreeNode parent, key, value, section, tuple path, about, enum,
@@ -56,6 +62,7 @@ cdef class _Builder:
                 struct_info, tuple names)
 
 cdef object _leaf(bint lean, label, value, message, style=*)
+cdef object _plain_leaf(bint lean, label, value, message, style=*)
 
 @cython.locals(node=TreeNode)
 cdef TreeNode _new(label, value, children, start, length, message, about, tuple path,
@@ -66,7 +73,9 @@ cpdef _quote(text)
 cpdef _hex_preview(data)
 cpdef _scalar(name, value, enum, protocol)
 cpdef _builtin_text(data, limit)
+@cython.locals(views=dict)
 cpdef _view(data, limit)
+@cython.locals(d=dict)
 cpdef _item_hint(item)
 cpdef _all_dicts(items)
 cpdef _plain_value(v)

@@ -16,11 +16,12 @@ Contract:
 * Plugins: a record key/value/header decoded by a payload plugin shows the decoded
   object's fields as child nodes (and the decoders' problems); plugin exchange fields
   with a value are listed under a ``Plugin fields`` node of the exchange.
-* ``lean=True`` builds a tree for plain text only (:func:`plain_utf8`, or
+* ``lean=True`` builds a tree for plain text only (:func:`plain_text`, or
   :func:`render_tree` without colours and offsets): nodes get no ``about``, ``path``,
-  ``message`` or ``style``, and most leaves are ``(label, value)`` tuples instead of
-  nodes (the same lines, fewer objects). Other readers (the TUI, :func:`find_node`,
-  plugins) need the full tree.
+  ``message`` or ``style``, and most leaves are strings instead of nodes: the text of
+  their line as the plain render shows it, without its indentation (:func:`_line`; the
+  same lines, fewer objects). Other readers (the TUI, :func:`find_node`, plugins) need
+  the full tree.
 * :func:`render_tree` yields indented text lines (4 spaces per level), optionally with
   byte ranges. Nothing here raises on odd bodies: values it cannot interpret are shown
   with ``repr``.
@@ -139,10 +140,19 @@ def _new(label: str, value: str, children: Any, start: int | None, length: int |
 
 def _leaf(lean: bool, label: str, value: str, message: str | None,
           style: str | None = None) -> Any:
-    """A leaf the builder makes in bulk: ``(label, value)`` in a lean tree, else a node
-    with the shared empty tuple as children and no byte range, about or path."""
+    """A leaf the builder makes in bulk: its line (:func:`_line`) in a lean tree, else a
+    node with the shared empty tuple as children and no byte range, about or path."""
     if lean:
-        return (label, value)
+        return _line(label, value)
+    return _new(label, value, (), None, None, message, None, (), style)
+
+
+def _plain_leaf(lean: bool, label: str, value: str, message: str | None,
+                style: str | None = None) -> Any:
+    """:func:`_leaf` of a non-empty ``value`` made here from numbers and fixed words
+    (nothing from the wire to escape: see :func:`_plain_line`)."""
+    if lean:
+        return _plain_line(label, value)
     return _new(label, value, (), None, None, message, None, (), style)
 
 
@@ -256,12 +266,13 @@ def _view(data: bytes | None, limit: int | None) -> str:
     if len(data) > _VIEWS_MAX_BYTES:
         return _builtin_text(data, limit)
     key = (data, limit)
-    text = _VIEWS.get(key)
+    views = _VIEWS                  # (a local: C dict calls when compiled)
+    text = views.get(key)
     if text is None:
         text = _builtin_text(data, limit)
-        if len(_VIEWS) >= _VIEWS_LIMIT:
-            _VIEWS.clear()
-        _VIEWS[key] = text
+        if len(views) >= _VIEWS_LIMIT:
+            views.clear()
+        views[key] = text
     return text
 
 
@@ -382,7 +393,7 @@ class _Builder:
                     if key == "TopicId" and isinstance(obj.get("_topic_name"), str):
                         text += f" ({obj['_topic_name']})"
                     if lean:
-                        children.append((key, text))
+                        children.append(_line(key, text))
                     else:
                         children.append(_new(key, text, (), None, None, kind, about_enum[0],
                                              prefix + (key,), None))
@@ -392,7 +403,8 @@ class _Builder:
                     label = enum_label(enum, value) if enum is not None else None
                     text = f"{value} ({label})" if label else str(value)
                     if lean:
-                        children.append((key, text))
+                        # (a number and a name from the schema: nothing to escape)
+                        children.append(_plain_line(key, text))
                     else:
                         children.append(_new(key, text, (), None, None, kind, about_enum[0],
                                              prefix + (key,), None))
@@ -417,11 +429,12 @@ class _Builder:
         ``names`` (filled as they are met: one lookup per struct and field instead of one
         per value)."""
         ck = (self._schema, section, names, struct_info)
-        table = _KNOWN.get(ck)
+        tables = _KNOWN             # (a local: C dict calls when compiled)
+        table = tables.get(ck)
         if table is None:
-            if len(_KNOWN) >= _KNOWN_LIMIT:
-                _KNOWN.clear()
-            table = _KNOWN[ck] = {}
+            if len(tables) >= _KNOWN_LIMIT:
+                tables.clear()
+            table = tables[ck] = {}
         return table
 
     def _struct_info(self, schema: tuple[str, int | None], names: tuple[Any, ...]) -> Any:
@@ -456,7 +469,7 @@ class _Builder:
         if meta and holder.get(f"_redacted_{key}"):
             text += " (secrets masked)"
         if self.lean and not (meta and isinstance(holder.get(f"_decoded_{key}"), dict)):
-            parent.children.append((key, text))
+            parent.children.append(_line(key, text))
             return
         node = self.node(key, text, section, path, about, style)
         parent.children.append(node)
@@ -488,7 +501,7 @@ class _Builder:
             if len(value) > INLINE_LIST_LIMIT else ""
         text = f"[{', '.join(parts)}{more}]"
         if self.lean:
-            parent.add((key, text))
+            parent.add(_line(key, text))
         else:
             parent.add(self.node(key, text, section, path, about))
 
@@ -581,9 +594,11 @@ class _Builder:
             else " (not checked: truncated)")
         lean = self.lean
         children = node.children
-        children.append(_leaf(lean, "CRC", crc_text, kind, "error" if crc_ok is False else None))
+        children.append(_plain_leaf(lean, "CRC", crc_text, kind,
+                                    "error" if crc_ok is False else None))
         for label, value in rows:
-            children.append(_leaf(lean, label, "null" if value is None else str(value), kind))
+            children.append(_plain_leaf(lean, label, "null" if value is None else str(value),
+                                        kind))
         if b.attributes is not None:
             attrs = [f"compression {b.codec_name}"]
             if b.timestamp_type:
@@ -592,7 +607,7 @@ class _Builder:
                 attrs.append("transactional")
             if b.control:
                 attrs.append("control")
-            children.append(_leaf(lean, "Attributes",
+            children.append(_plain_leaf(lean, "Attributes",
                                   f"0x{b.attributes:04x} ({', '.join(attrs)})", kind))
         if b.kind == "v2":
             for label, value in (("LastOffsetDelta", b.last_offset_delta),
@@ -604,7 +619,7 @@ class _Builder:
                                  ("RecordCount", b.declared_count)):
                 text = _format_ms(value) if "Timestamp" in label and value is not None \
                     else ("null" if value is None else str(value))
-                children.append(_leaf(lean, label, text, kind))
+                children.append(_plain_leaf(lean, label, text, kind))
         recs = b.records    # decodes (and decompresses) the batch
         if b.compressed_size is not None:
             node.add(TreeNode("Compressed", f"{b.compressed_size} bytes -> {b.decompressed_size} "
@@ -621,14 +636,14 @@ class _Builder:
         # runs for every record of every batch
         offset = str(r.offset)
         lean = self.lean
-        kids = [_leaf(lean, "Offset", offset, None)]
+        kids = [_plain_leaf(lean, "Offset", offset, None)]
         node = _new(f"Record {index}", "offset " + offset, kids,
                     base + r.start if in_place else None, r.size if in_place else None,
                     self.kind, None, (), None)
         parent.children.append(node)
         add = node.add
         if r.timestamp is not None:
-            kids.append(_leaf(lean, "Timestamp", _format_ms(r.timestamp), None))
+            kids.append(_plain_leaf(lean, "Timestamp", _format_ms(r.timestamp), None))
         if r.control is not None:
             ctl = node.add(TreeNode("Control", str(r.control.get("type"))))
             for k, v in r.control.items():
@@ -738,13 +753,14 @@ def _all_dicts(items: list[Any]) -> bool:
 
 def _item_hint(item: dict[str, Any]) -> str:
     """A short identity for an array element: its name/topic/id field, if any."""
+    d = item if type(item) is dict else dict(item)     # (a plain dict: C look-ups)
     for key in ("Name", "Topic", "TopicName", "_topic_name", "GroupId", "MemberId", "Key",
                 "ResourceName"):
-        v = item.get(key)
+        v = d.get(key)
         if isinstance(v, str) and v:
             return _quote(v)
     for key in ("PartitionIndex", "Partition", "Index", "ApiKey", "NodeId", "BrokerId"):
-        v = item.get(key)
+        v = d.get(key)
         if type(v) is int:
             if key == "ApiKey":
                 return api_label(v)
@@ -787,7 +803,7 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
                    start=0, length=msg.size, path=())
     lean = b.lean
     if lean:
-        top.add(("Length", str(msg.size - PREFIX)))
+        top.add(_plain_line("Length", str(msg.size - PREFIX)))
     else:
         top.add(TreeNode("Length", str(msg.size - PREFIX), start=0, length=PREFIX,
                          message=msg.kind, about="Size of the frame after this field"))
@@ -827,7 +843,7 @@ def _message_node(msg: KafkaMessage, exchange: Exchange, spans: bool,
                 if key == "RequestApiKey" and isinstance(value, int):
                     text = f"{value} ({api_label(value)})"
                 if lean:
-                    header.add((key, text))
+                    header.add(_line(key, text))
                 else:
                     header.add(b.node(key, text, "header", (key,), about_enum[0], style))
     name = api_label(msg.api_key, exchange.protocol)
@@ -879,10 +895,11 @@ def build_tree(exchange: Exchange, *, spans: bool = False,
     root = TreeNode(f"Exchange {exchange.index}", head)
     if exchange.correlation_id is not None:
         text = str(exchange.correlation_id)
-        root.add(("Correlation id", text) if lean else TreeNode("Correlation id", text))
+        root.add(_plain_line("Correlation id", text) if lean
+                 else TreeNode("Correlation id", text))
     if exchange.client_id is not None:
         text = _quote(exchange.client_id)
-        root.add(("Client id", text) if lean else TreeNode("Client id", text))
+        root.add(_line("Client id", text) if lean else TreeNode("Client id", text))
     if exchange.tls is not None:
         root.add(TreeNode("TLS", "decrypted, " + exchange.tls.describe()))
     if extra_fields._extra:
@@ -914,24 +931,18 @@ def render_tree(root: TreeNode, *, palette: Palette = PLAIN, offsets: bool = Fal
     return _render_walk(root, palette, offsets, indent)
 
 
-def plain_utf8(root: TreeNode, tail: bytes = b"") -> bytes | None:
-    """``"\\n".join(render_tree(root)).encode("utf-8") + tail`` (no colours, no offsets,
-    the default indent), or None where it cannot (a very deep tree, text that strict
-    UTF-8 cannot encode): the caller then renders through :func:`render_tree`."""
+def plain_text(root: TreeNode, indent: str = "    ") -> tuple[str, str] | None:
+    """:func:`render_tree` of ``root`` without colours and offsets, joined: its first
+    line and the rest (empty, or each further line after a ``"\\n"``), so that
+    ``"\\n".join(render_tree(root)) == head + rest``; None for a tree too deep to recurse
+    (the caller then uses :func:`render_tree`). The first line (an exchange's heading,
+    with its arrow) is apart: the other lines are most often ASCII, which one non-ASCII
+    character would make a wider text, slower to join and to encode."""
     try:
-        lines = _plain_lines(root, "    ")
+        pieces = _plain_pieces(root, indent)
     except RecursionError:
         return None
-    # The first line (the exchange heading, with its arrow) is encoded on its own: the
-    # others are most often ASCII, and an ASCII text is joined and encoded by copying
-    # (one non-ASCII character would make the whole text wider and its encoding slower).
-    try:
-        if len(lines) == 1:
-            return lines[0].encode("utf-8") + tail
-        return b"".join((lines[0].encode("utf-8"), b"\n",
-                         "\n".join(lines[1:]).encode("utf-8"), tail))
-    except UnicodeEncodeError:
-        return None
+    return pieces[0], "".join(pieces[1:])
 
 
 def _render_walk(root: TreeNode, palette: Palette, offsets: bool, indent: str
@@ -949,8 +960,11 @@ def _render_walk(root: TreeNode, palette: Palette, offsets: bool, indent: str
             stack.pop()
             continue
         depth = len(stack) - 1
-        if type(node) is tuple:             # a lean tree's leaf: (label, value)
-            node = _new(node[0], node[1], (), None, None, None, None, (), None)
+        while len(pads) <= depth:
+            pads.append(indent * len(pads))
+        if type(node) is str:               # a lean tree's leaf: its line (plain only)
+            yield pads[depth] + node
+            continue
         if node.children:
             stack.append(iter(node.children))
         label_text, value = node.label, node.value
@@ -969,8 +983,6 @@ def _render_walk(root: TreeNode, palette: Palette, offsets: bool, indent: str
                 text = f"{palette.warn(plain)}: {value}" if value else palette.warn(plain)
         if offsets and node.start is not None and node.length is not None:
             text += palette.dim(f"  [{node.message or ''} {node.start}-{node.start + node.length})")
-        while len(pads) <= depth:
-            pads.append(indent * len(pads))
         yield pads[depth] + text
 
 
@@ -978,8 +990,19 @@ def _plain_lines(root: TreeNode, indent: str) -> list[str]:
     """The lines :func:`render_tree` yields without colours and offsets, by recursion
     over the nodes that have children (raises RecursionError on trees deeper than the
     interpreter allows; the caller then uses the general walk)."""
-    out: list[str] = []
-    _emit_plain([root], "", indent, out)
+    pieces = _plain_pieces(root, indent)
+    if len(pieces) == 1:
+        return pieces
+    return [pieces[0], *"".join(pieces[1:])[1:].split("\n")]
+
+
+def _plain_pieces(root: TreeNode, indent: str) -> list[str]:
+    """The text of :func:`_plain_lines` in pieces to join: the root's line, then per
+    line ``"\\n"`` with its indentation, and the line (no line holds a ``"\\n"``: the
+    plain render escapes it)."""
+    out: list[str] = [_line(root.label, root.value)]
+    if root.children:
+        _emit_plain(root.children, "\n" + indent, indent, out)
     return out
 
 
@@ -1001,31 +1024,45 @@ def _as_shown(text: str) -> str:
     return shown
 
 
-def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) -> None:
-    """:func:`_plain_lines` of ``nodes`` at indentation ``pad``, appended to ``out`` (a
-    module function, not a closure: a recursive closure is a reference cycle left to the
-    cyclic GC, one per exchange)."""
-    inner = pad + indent
+def _line(label: str, value: str) -> str:
+    """A lean tree's leaf: the line of a node ``label``/``value`` as the plain render
+    shows it (escaped where not printable), without its indentation."""
     shown = _SHOWN
+    text = shown.get(label)
+    label = _as_shown(label) if text is None else text
+    if not value:
+        return label
+    if len(value) <= _SHOWN_MAX_CHARS:
+        text = shown.get(value)
+        value = _as_shown(value) if text is None else text
+    elif not value.isprintable():
+        value = printable(value)
+    return f"{label}: {value}"
+
+
+def _plain_line(label: str, value: str) -> str:
+    """:func:`_line` of a non-empty ``value`` that needs no escaping: made from numbers,
+    names from the schema (``"3 (ANY)"``) and fixed words, nothing from the wire."""
+    shown = _SHOWN
+    text = shown.get(label)
+    label = _as_shown(label) if text is None else text
+    return f"{label}: {value}"
+
+
+def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) -> None:
+    """:func:`_plain_pieces` of ``nodes`` below a line: ``pad`` (``"\\n"`` and the
+    indentation) and the line of each, appended to ``out`` (a module function, not a
+    closure: a recursive closure is a reference cycle left to the cyclic GC, one per
+    exchange)."""
+    inner = pad + indent
     for item in nodes:
-        if type(item) is tuple:             # a lean tree's leaf: (label, value)
-            label, value = item
-            node = None
-        else:
-            node = item
-            label, value = node.label, node.value
-        text = shown.get(label)
-        label = _as_shown(label) if text is None else text
-        if value:
-            if len(value) <= _SHOWN_MAX_CHARS:
-                text = shown.get(value)
-                value = _as_shown(value) if text is None else text
-            elif not value.isprintable():
-                value = printable(value)
-            out.append(f"{pad}{label}: {value}")
-        else:
-            out.append(pad + label)
-        if node is not None and node.children:
+        out.append(pad)
+        if type(item) is str:               # a lean tree's leaf: its line
+            out.append(item)
+            continue
+        node = item
+        out.append(_line(node.label, node.value))
+        if node.children:
             _emit_plain(node.children, inner, indent, out)
 
 
