@@ -114,41 +114,22 @@ def _list_interfaces(out: IO[str]) -> int:
 
 
 class ExchangePrinter:
-    """Summary line, -V tree and -x hex of one exchange, as ``kwsniff decode`` prints."""
+    """Summary line, -V tree and -x hex of one exchange, as ``kwsniff decode`` prints
+    them (its :func:`~kwsniff.commands.decode.exchange_printer`), flushed after each."""
 
     def __init__(self, out: IO[str], args: argparse.Namespace) -> None:
-        from kwsniff.commands.decode import terminal_width
+        from kwsniff.commands.decode import exchange_printer, terminal_width
         from kwsniff.output.color import palette_for
         from kwsniff.output.summary import SummaryFormatter
-        from kwsniff.output.tree import DEFAULT_VALUE_CHARS
 
         self.out = out
         self.palette = palette_for(out, args.color)
         self.formatter = SummaryFormatter(self.palette, args.time_format,
                                           align=terminal_width(out))
-        self.verbose = args.verbose
-        self.hex = args.hex
-        self.hex_limit = args.hex_limit
-        self.offsets = args.offsets
-        self.value_chars = None if args.full_values else DEFAULT_VALUE_CHARS
+        self._print = exchange_printer(args, self.palette, self.formatter, out.write)
 
     def emit(self, ex: Any, facts: Any) -> None:
-        from kwsniff.commands.decode import hex_dump
-        from kwsniff.output.tree import build_tree, render_tree
-
-        write = self.out.write
-        if self.verbose:
-            root = build_tree(ex, spans=self.offsets, value_chars=self.value_chars)
-            for line in render_tree(root, palette=self.palette, offsets=self.offsets):
-                write(line)
-                write("\n")
-        else:
-            write(self.formatter.format(ex, facts))
-            write("\n")
-        if self.hex:
-            hex_dump(ex, write, self.palette, self.hex_limit)
-        if self.verbose or self.hex:
-            write("\n")
+        self._print(ex, facts)
         self.out.flush()
 
 

@@ -228,3 +228,31 @@ def test_memory_stays_flat_over_many_connections() -> None:
     assert live.engine.summary.exchanges[PAIRED] == 2401
     growth = sizes[1] - sizes[0]
     assert growth < 300_000, f"memory grew by {growth} bytes over 1600 connections"
+
+
+@pytest.mark.parametrize("options", [["-V"], ["-V", "-x"], ["-V", "--full-values"]],
+                         ids=" ".join)
+def test_live_prints_verbose_trees_as_decode_does(options: list[str]) -> None:
+    """``kwsniff live -V`` (and ``-x``) prints each exchange as ``kwsniff decode`` does:
+    the printer of live gives, for the exchanges of a capture in capture order, exactly
+    the output of ``kwsniff decode`` with the same options."""
+    import io
+    import subprocess
+    import sys
+
+    from kwsniff.cli import build_parser
+    from kwsniff.commands.live import ExchangePrinter
+
+    pcap = next(p for p in PCAPS if "consumer-group" in p.name)
+    args = build_parser("live").parse_args(["live", "-i", "lo", "--color", "never",
+                                            *options])
+    out = io.StringIO()
+    printer = ExchangePrinter(out, args)
+    with open_capture(str(pcap)) as src:
+        for ex in Engine(EngineOptions()).run(src):
+            printer.emit(ex, None)
+    decoded = subprocess.run([sys.executable, "-m", "kwsniff", "decode", "-j", "1",
+                              "--color", "never", *options, str(pcap)],
+                             capture_output=True, text=True, check=True).stdout
+    assert out.getvalue() == decoded
+    assert decoded.count("\nExchange ") > 50
