@@ -13,8 +13,7 @@ from kwsniff.kafka.ordering cimport Reorderer
 cdef class Engine:
     cdef public object options, summary
     cdef public Context ctx
-    cdef public dict convs, connections, tls, tls_info
-    cdef public object _conn_order, _tls_order
+    cdef public dict convs, tls
     cdef public list _tls_unread, _earlier, _other_top
     cdef public dict _tls_done
     cdef public object _other_seq, _forgot
@@ -24,7 +23,7 @@ cdef class Engine:
     cdef public dict _other, _late, _counted
     # (OrderedDicts, dropped oldest first: object, not dict, so that Cython does not
     # reach into them with the dict C API)
-    cdef public object _parked, _starts
+    cdef public object _parked, _starts, connections, tls_info
     cdef public object _start_bytes
     cdef public bint _finishing
 

@@ -43,7 +43,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from heapq import heappush, heappushpop
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -180,13 +180,13 @@ class Engine:
             defer_bodies=opts.defer_bodies),
             self.summary, opts.reorder_limit)
         self.convs: dict[int, Conversation] = {}
-        self.connections: dict[int, ConnectionSummary] = {}
-        self._conn_order: deque[int] = deque()       # its keys, oldest first
+        # (the tables bounded by _keep: oldest first)
+        self.connections: OrderedDict[int, ConnectionSummary] = OrderedDict()
         self._next_sweep: float | None = None
         self._tcp: TcpEventStream | None = None
         self.tls: dict[int, Any] = {}                # stream -> engine_tls.TlsLink being followed
-        self.tls_info: dict[int, Any] = {}           # stream -> TlsInfo of decrypted ones
-        self._tls_order: deque[int] = deque()        # its keys, oldest first
+        self.tls_info: OrderedDict[int, Any] = OrderedDict()   # stream -> TlsInfo of
+                                                               # decrypted ones
         self._tls_unread: list[tuple[Any, str]] = []  # (link, why) not decrypted
         # stream -> [(Connection, decrypted record bytes, gap bytes)] of links no longer
         # followed (counted at the end, or when the TCP layer forgets the connection)
@@ -563,7 +563,7 @@ class Engine:
             earlier.append(prev)
             if len(earlier) > limit:
                 del earlier[0]
-        _keep(conns, self._conn_order, cs.stream, cs, limit)
+        _keep(conns, cs.stream, cs, limit)
 
     def _learned(self, endpoint: tuple) -> None:
         """``Context.on_learn``: a broker endpoint became known to speak Kafka."""
@@ -810,7 +810,7 @@ class Engine:
     def _tls_decrypted(self, link: Any) -> None:
         """Remember the connection's TlsInfo for its exchanges (bounded like the
         connection summaries: the oldest are forgotten first)."""
-        _keep(self.tls_info, self._tls_order, link.conn.index, link.session.info,
+        _keep(self.tls_info, link.conn.index, link.session.info,
               self.options.max_tls_infos)
 
     def _tls_report(self, link: Any) -> None:
@@ -905,17 +905,15 @@ class Engine:
         return [p[3] for p in parts]
 
 
-def _keep(table: dict, order: deque, key: int, value: Any, limit: int) -> None:
-    """``table[key] = value``, then forget the oldest keys (first stored) while it holds
-    more than ``limit``. ``order`` holds ``table``'s keys in the order they were first
-    stored (nothing else removes them), so forgetting is O(1): ``del table[next(iter(
-    table))]`` scans the slots of every key deleted before it, O(n) each on a table of
-    100,000 connections."""
-    if key not in table:
-        order.append(key)
+def _keep(table: OrderedDict, key: int, value: Any, limit: int) -> None:
+    """``table[key] = value``, then forget the oldest keys (first stored: a key stored
+    again keeps its place) while it holds more than ``limit``, in O(1) each, as the
+    engine's other bounded tables (``del table[next(iter(table))]`` on a plain dict
+    scans the slots of every key deleted before it, O(n) each on a table of 100,000
+    connections)."""
     table[key] = value
     while len(table) > limit:
-        del table[order.popleft()]
+        table.popitem(last=False)
 
 
 def _tls_note(link: Any, why: str) -> str:
