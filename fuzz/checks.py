@@ -176,7 +176,7 @@ def render_all(exchanges: Sequence[Exchange], *, spans: bool = True, records: bo
     from kwsniff.output.jsonl import ExportEncoder
     from kwsniff.output.stats import StatsCollector, render_report
     from kwsniff.output.summary import SummaryFormatter
-    from kwsniff.output.tree import build_tree, render_tree
+    from kwsniff.output.tree import build_tree, plain_text, render_tree
 
     names = TopicNames()
     fmt = SummaryFormatter()
@@ -193,10 +193,23 @@ def render_all(exchanges: Sequence[Exchange], *, spans: bool = True, records: bo
                 check_line(SummaryFormatter(time_format=mode).format(ex, facts),
                            f"exchange {ex.index} summary -t {mode}")
         root = build_tree(ex, spans=spans)
+        lines = 0
         for text in render_tree(root, offsets=spans):
             check_line(text, f"exchange {ex.index} tree")
             total += len(text)
+            lines += 1
         _check_tree(root, ex)
+        # the plain -V text (a lean tree, its leaves made as lines): as many lines (no
+        # wire text breaks one), no control characters (built after the full tree, which
+        # decoded the record batches: their descriptions may read differently)
+        plain = plain_text(build_tree(ex, lean=True))
+        if plain is not None:
+            plain_lines = (plain[0] + plain[1]).split("\n")
+            require(len(plain_lines) == lines, f"exchange {ex.index}: the plain tree has "
+                    f"{len(plain_lines)} lines, the tree {lines}")
+            for text in plain_lines:
+                check_line(text, f"exchange {ex.index} plain tree")
+                total += len(text)
         for msg in (ex.request, ex.response):
             if msg is not None:
                 for text in hexdump_lines(frame_bytes(msg.raw, msg.size), limit=4096):
