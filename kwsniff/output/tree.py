@@ -364,7 +364,8 @@ class _Builder:
         """:meth:`fields` past its nesting check."""
         meta = False           # does obj carry _redacted_/_decoded_ notes for its fields?
         for key in obj:
-            if key.startswith("_") and key != "_unknown_tags" and key != "_problems":
+            # (key[0], not startswith: compiled, a character compared in C)
+            if key and key[0] == "_" and key != "_unknown_tags" and key != "_problems":
                 meta = True
                 break
         known = self._known(section, names, struct_info)
@@ -376,7 +377,7 @@ class _Builder:
         kind = self.kind
         prefix = (section,) + path      # of the node paths: (section, *path, key)
         for key, value in obj.items():
-            if key.startswith("_"):
+            if key and key[0] == "_":
                 if key == "_unknown_tags":
                     self.unknown_tags(parent, value, section, path)
                 elif key == "_problems" and isinstance(value, list):
