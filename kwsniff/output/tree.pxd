@@ -16,8 +16,8 @@ cdef class TreeNode:
     cdef public object path
     cdef public object style
 
-@cython.locals(inner=str, node=TreeNode)
-cdef _emit_plain(list nodes, str pad, str indent, list out)
+@cython.locals(pad=str, node=TreeNode)
+cdef _emit_plain(list nodes, Py_ssize_t depth, list pads, str indent, list out)
 
 @cython.locals(text=str, shown=dict)
 cdef str _line(str label, str value)

@@ -1003,7 +1003,7 @@ def _plain_pieces(root: TreeNode, indent: str) -> list[str]:
     plain render escapes it)."""
     out: list[str] = [_line(root.label, root.value)]
     if root.children:
-        _emit_plain(root.children, "\n" + indent, indent, out)
+        _emit_plain(root.children, 1, ["", "\n" + indent], indent, out)
     return out
 
 
@@ -1050,12 +1050,13 @@ def _plain_line(label: str, value: str) -> str:
     return f"{label}: {value}"
 
 
-def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) -> None:
-    """:func:`_plain_pieces` of ``nodes`` below a line: ``pad`` (``"\\n"`` and the
-    indentation) and the line of each, appended to ``out`` (a module function, not a
-    closure: a recursive closure is a reference cycle left to the cyclic GC, one per
-    exchange)."""
-    inner = pad + indent
+def _emit_plain(nodes: list[TreeNode], depth: int, pads: list[str], indent: str,
+                out: list[str]) -> None:
+    """:func:`_plain_pieces` of ``nodes`` at ``depth``: ``pads[depth]`` (``"\\n"`` and the
+    indentation, ``pads`` grown here as deeper levels are met) and the line of each,
+    appended to ``out`` (a module function, not a closure: a recursive closure is a
+    reference cycle left to the cyclic GC, one per exchange)."""
+    pad = pads[depth]
     for item in nodes:
         out.append(pad)
         if type(item) is str:               # a lean tree's leaf: its line
@@ -1064,7 +1065,9 @@ def _emit_plain(nodes: list[TreeNode], pad: str, indent: str, out: list[str]) ->
         node = item
         out.append(_line(node.label, node.value))
         if node.children:
-            _emit_plain(node.children, inner, indent, out)
+            if len(pads) == depth + 1:
+                pads.append(pad + indent)
+            _emit_plain(node.children, depth + 1, pads, indent, out)
 
 
 def find_node(root: TreeNode, path: tuple[Any, ...], message: str) -> TreeNode | None:
