@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 
 from kwsniff.errors import UserError
@@ -98,6 +99,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_spark_arguments(parser)
 
 
+def _preload_charts() -> None:
+    """Import the chart module (matplotlib: most of a second of one core) in a background
+    thread, while the JVM starts; drawing later finds it imported. An import error is
+    left for the drawing step to raise."""
+    def load() -> None:
+        try:
+            import kwsniff.spark.charts  # noqa: F401
+        except Exception:  # noqa: BLE001 - raised again, in order, when charts are drawn
+            pass
+    threading.Thread(target=load, name="kwsniff-import-charts", daemon=True).start()
+
+
 def run(args: argparse.Namespace) -> int:
     from kwsniff.spark.input_check import check_exports, local_input_bytes
 
@@ -120,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
         settings["shuffle_partitions"] = partitions_for(size, args.master)
     # the JIT compilers' options for a short or a long local run
     settings["jit"] = jit_for(size, args.master)
+    if args.charts != "none":
+        _preload_charts()
     print("starting Spark ...", file=sys.stderr, flush=True)
     with session_scope(args.master, "kwsniff analyze", **settings) as spark:
         print(f"Spark started in {time.monotonic() - started:.1f} s", file=sys.stderr,

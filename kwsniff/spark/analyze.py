@@ -158,7 +158,11 @@ NO_INSIGHTS = ("none of the captures has exchanges the insights read (Produce, F
                "the end-to-end latency, lag, rebalance and producer-health tables are empty")
 
 
-def _overview(exports: Exports, tables: dict[str, DataFrame]) -> tuple[Section, dict[str, Any]]:
+def _overview(exports: Exports, tables: dict[str, DataFrame],
+              collected_statuses: Any = None) -> tuple[Section, dict[str, Any]]:
+    """The *Input* section and the run's counts; the statuses from
+    ``collected_statuses`` (the ``statuses`` table already collected as Arrow: no Spark
+    job) when given, else from the table."""
     ex = exports.exchanges
     row = ex.agg(F.count(F.lit(1)).alias("exchanges"), F.min("ts").alias("first_ts"),
                  F.max("ts").alias("last_ts"),
@@ -166,9 +170,14 @@ def _overview(exports: Exports, tables: dict[str, DataFrame]) -> tuple[Section, 
                  F.countDistinct(F.struct("capture", "stream")).alias("connections"),
                  F.sum("problem_count").alias("problems")).collect()[0]
     records = exports.record_lines
+    if collected_statuses is not None:
+        status_rows = zip(collected_statuses.column("status").to_pylist(),
+                          collected_statuses.column("exchanges").to_pylist())
+    else:
+        status_rows = ((r["status"], r["exchanges"]) for r in tables["statuses"].collect())
     statuses: dict[str, int] = {}
-    for r in tables["statuses"].collect():
-        statuses[r["status"]] = statuses.get(r["status"], 0) + r["exchanges"]
+    for status, exchanges in status_rows:
+        statuses[status] = statuses.get(status, 0) + exchanges
     counts = {"exchanges": row["exchanges"], "records": records, "captures": row["captures"],
               "connections": row["connections"], "first_ts": row["first_ts"],
               "last_ts": row["last_ts"], "problems": row["problems"] or 0,
@@ -323,8 +332,10 @@ def _leaders(cells: list[Any], column: str, rank: str, n: int) -> list[Any]:
     return [first[k] for k in sorted(first)]
 
 
-#: The tables the overview and the charts query (:func:`_overview`, :func:`_chart_data`).
-REREAD = frozenset({"statuses", "throughput", "fetch_lag", "committed_offsets",
+#: The tables the charts query (:func:`_chart_data`). The overview (:func:`_overview`)
+#: reads ``statuses`` from its collected copy; a table that was not collected is
+#: persisted anyway.
+REREAD = frozenset({"throughput", "fetch_lag", "committed_offsets",
                     "client_broker", "e2e_deliveries", "lag_timeline", "latency_by_api",
                     "requests_over_time", "errors_by_code", "group_generations",
                     "transactions_summary"})
@@ -578,7 +589,8 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
                 sections.update(done)
                 collected.update(got)
             if overview_future is None and "statuses" in tables:
-                overview_future = pool.submit(_overview, exports, dict(tables))
+                overview_future = pool.submit(_overview, exports, dict(tables),
+                                              collected.get("statuses"))
         assert overview_future is not None, "no job made the statuses table"
         with steps.step("input overview"):
             overview, counts = overview_future.result()

@@ -32,6 +32,7 @@ import json
 import os
 import re
 from collections.abc import Iterable
+from typing import BinaryIO
 
 from kwsniff.errors import UserError
 
@@ -187,8 +188,66 @@ def check_exports(paths: Iterable[str], fmt: str = "auto") -> None:
             raise UserError(problem)
 
 
+#: Compressed bytes read from the start of a file to measure its compression ratio.
+RATIO_SAMPLE = 1 << 20
+#: Decompressed bytes after which the sample stops (a highly compressible file).
+RATIO_SAMPLE_OUT = 64 << 20
+#: Ratio assumed for codecs not sampled here (Hadoop's .lz4/.snappy/.deflate framing):
+#: about what gzip achieves on exports.
+DEFAULT_RATIO = 8.0
+
+
+def _reader(name: str, raw: BinaryIO) -> BinaryIO | None:
+    """A decompressing reader over the raw file ``raw`` for ``name``'s codec, None when
+    it is not one read here."""
+    if name.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if name.endswith(".bz2"):
+        return bz2.BZ2File(raw, "rb")
+    if name.endswith((".zst", ".zstd")):
+        try:
+            import zstandard
+        except ImportError:
+            return None
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_size=64 << 10)
+    return None
+
+
+def data_bytes(path: str) -> int:
+    """The bytes Spark reads out of the local file ``path``: its size, or for a
+    compressed file (``.gz``, ``.bz2``, ``.zst``; ``.lz4``, ``.snappy``, ``.deflate``)
+    an estimate of its decompressed size: its size times the ratio measured on its
+    first RATIO_SAMPLE bytes (exact for a file that short; DEFAULT_RATIO for the codecs
+    not read here and for a file whose start does not decompress). Bounded work: at
+    most about RATIO_SAMPLE bytes read and RATIO_SAMPLE_OUT produced."""
+    size = os.path.getsize(path)
+    name = path.lower()
+    if not name.endswith((".gz", ".bz2", ".zst", ".zstd", *UNCHECKED_SUFFIXES)):
+        return size
+    consumed = produced = 0
+    try:
+        with open(path, "rb") as raw:
+            reader = _reader(name, raw)
+            if reader is None:
+                return int(size * DEFAULT_RATIO)
+            with reader:
+                while raw.tell() < RATIO_SAMPLE and produced < RATIO_SAMPLE_OUT:
+                    out = reader.read(1 << 20)
+                    if not out:
+                        break
+                    produced += len(out)
+                consumed = raw.tell()
+    except Exception:  # noqa: BLE001 - a damaged file: whatever its codec raises
+        return int(size * DEFAULT_RATIO)
+    if consumed == 0 or produced == 0:
+        return int(size * DEFAULT_RATIO) if size else 0
+    return produced if consumed >= size else int(size * produced / consumed)
+
+
 def local_input_bytes(paths: Iterable[str]) -> int | None:
-    """Total size of the local inputs (files, directory trees), None when one is remote."""
+    """Total size of the data in the local inputs (files, directory trees;
+    :func:`data_bytes`: compressed files by an estimate of their decompressed size),
+    None when one is remote."""
     total = 0
     for path in paths:
         if _is_remote(path):
@@ -196,9 +255,9 @@ def local_input_bytes(paths: Iterable[str]) -> int | None:
         local = _local(path)
         if os.path.isdir(local):
             for root, _dirs, names in os.walk(local):
-                total += sum(os.path.getsize(os.path.join(root, n)) for n in names)
+                total += sum(data_bytes(os.path.join(root, n)) for n in names)
         elif os.path.exists(local):
-            total += os.path.getsize(local)
+            total += data_bytes(local)
     return total
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,87 @@ def test_spark_decode_missing_capture_before_spark(tmp_path: Path, capsys) -> No
 def test_analyze_missing_export_before_spark(tmp_path: Path, capsys) -> None:  # noqa: ANN001
     code, err = run_cli(["analyze", str(tmp_path / "nope.jsonl")], capsys)
     assert code == 2 and len(err) == 1 and "no such export" in err[0]
+
+
+# ------------------------------------------------------- data size of compressed inputs
+
+def _export_lines(n: int) -> bytes:
+    """``n`` distinct exchange lines, each with a pseudo-random token (so they do not
+    compress absurdly well)."""
+    rng = random.Random(n)
+    return b"".join(json.dumps({**EXCHANGE, "index": i, "ts": 1.0 + i / 7,
+                                "client_id": f"client-{i % 97}",
+                                "token": f"{rng.getrandbits(64):016x}",
+                                "latency_ms": (i * 7919) % 1000 / 3}).encode() + b"\n"
+                    for i in range(n))
+
+
+def test_plain_files_are_sized_by_their_bytes(tmp_path: Path) -> None:
+    from kwsniff.spark.input_check import data_bytes, local_input_bytes
+
+    plain = tmp_path / "a.jsonl"
+    plain.write_bytes(_export_lines(1000))
+    assert data_bytes(str(plain)) == plain.stat().st_size
+    assert local_input_bytes([str(plain), str(tmp_path)]) == 2 * plain.stat().st_size
+    assert local_input_bytes(["hdfs:///x", str(plain)]) is None
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".zst"])
+def test_a_compressed_export_is_sized_by_its_decompressed_data(
+        tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kwsniff.spark.input_check as input_check
+    from kwsniff.spark.input_check import data_bytes
+
+    monkeypatch.setattr(input_check, "RATIO_SAMPLE", 256 << 10)
+    data = _export_lines(40_000)          # 9 MB
+    if suffix == ".gz":
+        packed = gzip.compress(data, 6)
+    elif suffix == ".bz2":
+        packed = bz2.compress(data)
+    else:
+        zstandard = pytest.importorskip("zstandard")
+        packed = zstandard.ZstdCompressor().compress(data)
+    assert len(packed) > 2 * input_check.RATIO_SAMPLE   # estimated from a sample
+    path = tmp_path / f"big.jsonl{suffix}"
+    path.write_bytes(packed)
+    estimate = data_bytes(str(path))
+    assert 0.8 * len(data) <= estimate <= 1.25 * len(data), (estimate, len(data), len(packed))
+    # a short file is read whole: exact
+    small = tmp_path / f"small.jsonl{suffix}"
+    small.write_bytes(gzip.compress(data[:5000]) if suffix == ".gz"
+                      else bz2.compress(data[:5000]) if suffix == ".bz2"
+                      else zstandard.ZstdCompressor().compress(data[:5000]))
+    assert data_bytes(str(small)) == 5000
+
+
+def test_a_large_gzip_export_gets_the_long_runs_jit(tmp_path: Path) -> None:
+    """A gzip export of over QUICK_JIT_BYTES of data is a long run although its file is
+    small (the JIT and the shuffle partitions are chosen by the data, not the file)."""
+    from kwsniff.spark.input_check import local_input_bytes
+    from kwsniff.spark.session import PATIENT_JIT, QUICK_JIT, QUICK_JIT_BYTES, jit_for
+
+    block = _export_lines(20_000)
+    path = tmp_path / "big.jsonl.gz"
+    copies = QUICK_JIT_BYTES // len(block) + 20
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        for _ in range(copies):
+            fh.write(block)
+    assert path.stat().st_size < QUICK_JIT_BYTES // 4
+    size = local_input_bytes([str(path)])
+    assert size is not None and size > QUICK_JIT_BYTES
+    assert jit_for(size, "local[2]") == PATIENT_JIT
+    assert jit_for(path.stat().st_size, "local[2]") == QUICK_JIT    # what it was sized as
+
+
+def test_unsampled_or_damaged_compressed_files_get_the_default_ratio(tmp_path: Path) -> None:
+    from kwsniff.spark.input_check import DEFAULT_RATIO, data_bytes
+
+    snappy = tmp_path / "a.jsonl.snappy"
+    snappy.write_bytes(b"x" * 1000)
+    assert data_bytes(str(snappy)) == int(1000 * DEFAULT_RATIO)
+    damaged = tmp_path / "b.jsonl.gz"
+    damaged.write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(256)) * 8)
+    assert data_bytes(str(damaged)) == int(damaged.stat().st_size * DEFAULT_RATIO)
+    empty = tmp_path / "c.jsonl.gz"
+    empty.write_bytes(b"")
+    assert data_bytes(str(empty)) == 0
