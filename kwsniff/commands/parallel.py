@@ -354,9 +354,9 @@ def _work(args: argparse.Namespace, worker: int, jobs: int,
         if events:
             sink.record(_EVENTS, pickle.dumps(events))
             events.clear()
-        # (text parts, encoded as the pipeline encodes them; bytes parts as they are)
-        sink.record(kind, b"".join([p.encode("utf-8", "surrogatepass") if type(p) is str
-                                    else p for p in parts]))
+        # (each part encoded on its own: one non-ASCII character, as in a -V heading,
+        # does not make the whole block a wide string)
+        sink.record(kind, b"".join([p.encode("utf-8", "surrogatepass") for p in parts]))
         parts.clear()
         measured[:] = [0, 0]
 

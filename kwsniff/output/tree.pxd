@@ -19,9 +19,9 @@ cdef class TreeNode:
 @cython.locals(pad=str, node=TreeNode)
 cdef _emit_plain(list nodes, Py_ssize_t depth, list pads, str indent, list out)
 
-@cython.locals(text=str, shown=dict)
+@cython.locals(table=dict)
+cdef str _escaped(str text)
 cdef str _line(str label, str value)
-@cython.locals(text=str, shown=dict)
 cdef str _plain_line(str label, str value)
 
 cdef str _as_shown(str text)

@@ -968,13 +968,13 @@ def _render_walk(root: TreeNode, palette: Palette, offsets: bool, indent: str
             continue
         if node.children:
             stack.append(iter(node.children))
-        label_text, value = node.label, node.value
-        plain = label_text if label_text.isprintable() else printable(label_text)
-        if value and not value.isprintable():
-            value = printable(value)
         if plain_palette:
-            text = f"{plain}: {value}" if value else plain
+            text = _line(node.label, node.value)
         else:
+            label_text, value = node.label, node.value
+            plain = label_text if label_text.isprintable() else printable(label_text)
+            if value and not value.isprintable():
+                value = printable(value)
             label = name(plain) if depth else heading(plain)
             text = f"{label}: {value}" if value else label
             style = node.style
@@ -1025,29 +1025,30 @@ def _as_shown(text: str) -> str:
     return shown
 
 
+def _escaped(text: str) -> str:
+    """``text`` as the plain render shows it (:func:`printable`), looked up in
+    :data:`_SHOWN` first (labels and short values recur)."""
+    table = _SHOWN                  # (a local: a C dict call when compiled)
+    shown = table.get(text)
+    return _as_shown(text) if shown is None else shown
+
+
 def _line(label: str, value: str) -> str:
-    """A lean tree's leaf: the line of a node ``label``/``value`` as the plain render
-    shows it (escaped where not printable), without its indentation."""
-    shown = _SHOWN
-    text = shown.get(label)
-    label = _as_shown(label) if text is None else text
+    """The line of a node ``label``/``value`` as the plain render shows it (escaped where
+    not printable), without its indentation: a lean tree's leaf, and every plain line."""
     if not value:
-        return label
+        return _escaped(label)
     if len(value) <= _SHOWN_MAX_CHARS:
-        text = shown.get(value)
-        value = _as_shown(value) if text is None else text
+        value = _escaped(value)
     elif not value.isprintable():
         value = printable(value)
-    return f"{label}: {value}"
+    return f"{_escaped(label)}: {value}"
 
 
 def _plain_line(label: str, value: str) -> str:
     """:func:`_line` of a non-empty ``value`` that needs no escaping: made from numbers,
     names from the schema (``"3 (ANY)"``) and fixed words, nothing from the wire."""
-    shown = _SHOWN
-    text = shown.get(label)
-    label = _as_shown(label) if text is None else text
-    return f"{label}: {value}"
+    return f"{_escaped(label)}: {value}"
 
 
 def _emit_plain(nodes: list[TreeNode], depth: int, pads: list[str], indent: str,
