@@ -89,6 +89,7 @@ MODULES: tuple[str, ...] = (
     "kwsniff.commands.decode",
     "kwsniff.commands.parallel",
     "kwsniff.commands.parallel_pipe",
+    "kwsniff.tui.spill",
 )
 
 #: hand-written C kernels: extension name -> its files under kwsniff/ (C sources first,

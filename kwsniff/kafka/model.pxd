@@ -11,6 +11,8 @@ cdef class KafkaMessage:
     cdef public object inferred, frame_first, frame_last, ts_first, ts_last
     cdef public object stream_offset, missing, deferred
 
+    cpdef list state(self)
+
 cdef class Exchange:
     cdef public object index, stream, client, broker, status
     cdef public KafkaMessage request, response

@@ -78,6 +78,15 @@ class KafkaMessage:
     def __repr__(self) -> str:
         return _repr(self, _MESSAGE_FIELDS)
 
+    def state(self) -> list[Any]:
+        """Every field, in :data:`_MESSAGE_FIELDS` order: ``KafkaMessage(*state)`` is an
+        equal message (the TUI's spill records are made of it)."""
+        return [self.kind, self.raw, self.api_key, self.api_version, self.correlation_id,
+                self.client_id, self.header, self.header_version, self.body,
+                self.body_offset, self.body_end, self.problems, self.inferred,
+                self.frame_first, self.frame_last, self.ts_first, self.ts_last,
+                self.stream_offset, self.missing, self.deferred]
+
     @property
     def size(self) -> int:
         """Bytes on the wire including the 4-byte size prefix."""

@@ -9,8 +9,7 @@ Contract:
 * Messages (tuples, first item the kind):
 
   * ``("rows", [row tuple, ...])`` — :class:`~kwsniff.tui.rowbuild.RowBuilder` rows, in
-    order; their exchanges are in the spill files before the message is sent; a worker
-    of a split run (below) sends ``("rows", rows, row_ids)``: the store row id of each;
+    order; their exchanges are in the spill files before the message is sent;
   * ``("progress", packets, fraction | None, first_ts | None)`` — fraction of the file
     read (estimated; None for compressed input and live capture);
   * ``("names", [(topic_id, name), ...])`` — topic ids learned (for slow filters);
@@ -22,37 +21,41 @@ Contract:
     the run counters, and per Kafka connection
     ``(stream, client, broker, protocol, first_ts, last_ts, client_ids, tcp_bytes)``.
 
-* A capture file can be decoded by two processes (``Job.workers == 2``), with results
-  identical to one (``tests/tui/test_tui_split.py``), as ``decode -j 2`` does
-  (:mod:`kwsniff.commands.parallel`): both run the whole engine (the same exchanges in
-  the same order, the same counters), which defers the bodies it does not read itself;
-  row id ``r`` (the ``r``-th exchange, 0-based) belongs to worker
-  ``owner(r // SPLIT_BLOCK, 2)``, which completes its bodies
-  (:func:`kwsniff.kafka.decoding.complete`) and makes its row and spill record (its own
-  spill files, :func:`~kwsniff.tui.store.spill_path` with the worker number). Worker 0
-  also completes every other exchange and keeps the statistics, the problem count, the
-  progress and the counters of the whole run (so they are made as in one process); it
-  renders only one block in :data:`SHARE`. Of the exchanges it does not own, worker 1
-  walks the facts only of messages that can teach topic names, so its names are those
-  of one process. Worker 1 sends only rows, names and a last ``("done", None, error,
-  [], [])``. The loader merges the rows of both in row-id order.
+* A capture file can be decoded by two processes (``Job.workers == 2``) as a pipeline,
+  with results identical to one process (``tests/tui/test_tui_split.py``): the engine
+  runs once. Worker 0 (the *engine*) runs the engine, counts the exchanges' problems
+  and makes each exchange's spill record (:func:`~kwsniff.tui.spill.pack`), which it
+  hands, in order and in batches, to worker 1 over the link (``link``: a callable taking
+  one batch's bytes, :func:`pack_batch`; an empty ``bytes`` ends the run). Worker 1 (the
+  *row builder*) has no engine: it takes the batches (``link``: an iterable of them,
+  :func:`unpack_batch`), rebuilds each exchange from its record
+  (:func:`~kwsniff.tui.spill.rebuild`: the same exchange, facts and output), and makes
+  the rows, the spill files (the engine's records as they are), the topic names and
+  the statistics as one process does. Worker 0 sends progress, capture counters, run
+  counters and the last ``("done", counters, error, capture_problems, connections)``;
+  worker 1 sends rows, names, statistics and a last ``("done", None, error, [], [])``.
+  An exchange whose record cannot be pickled is handed on as a record of its addresses,
+  status and problems only, with one problem more saying so (one process would spill
+  it as unavailable and show its row in full).
 * :func:`child_main` is the entry point of the decoder process
   (``python -m kwsniff.tui.decoder``, started by :class:`~kwsniff.tui.loader.Loader`):
   it sets the streaming GC thresholds (:mod:`kwsniff.gc_policy`), reads the job from
   standard input, loads the session's plugins, then runs :func:`decode` sending over
-  standard output until stopped.
+  standard output until stopped; in a two-process run the link is the pipe whose end
+  ``Job.link_fd`` is (the loader makes it).
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from kwsniff import gc_policy
-from kwsniff.output.facts import ExchangeFacts, TopicNames, learn_names, teaches
+from kwsniff.output.facts import ExchangeFacts, TopicNames
 from kwsniff.output.pipeline import run_counters
 from kwsniff.output.stats import StatsCollector
 from kwsniff.tui.rowbuild import RowBuilder
@@ -60,11 +63,11 @@ from kwsniff.tui.rowbuild import RowBuilder
 PUBLISH_SECONDS = 0.1
 STATS_SECONDS = 2.0
 MAX_BATCH = 5000
-#: rows per block of a split run (a block belongs to one worker)
-SPLIT_BLOCK = 256
-#: in a split run worker 0 (which also completes every exchange for the statistics)
-#: renders one block in SHARE, worker 1 the others
-SHARE = 4
+#: exchange records per link batch of a two-process run (and at most LINK_BYTES of them)
+LINK_BATCH = 512
+LINK_BYTES = 1 << 20
+#: a record of an exchange that could not be pickled carries this problem more
+UNSHIPPED = "the decoded exchange could not be handed to the row builder process"
 #: per-packet record overhead of the capture formats, for the progress estimate
 _RECORD_OVERHEAD = {"pcap": 16, "pcapng": 32}
 
@@ -84,15 +87,32 @@ class Job:
     buffer_mib: int | None = None            # live: kernel buffer
     plugin_args: Any = None                  # argparse namespace with the plugin options
     extra: dict[str, Any] = field(default_factory=dict)
-    worker: int = 0                          # this process's number in a split run
-    workers: int = 1                         # 1, or 2 for a split run (files only)
+    worker: int = 0                          # 0 the engine, 1 the row builder (two-process run)
+    workers: int = 1                         # 1, or 2 for a pipeline (files only)
+    link_fd: int = -1                        # two-process run: this worker's end of the link
 
 
-def owner(block: int, workers: int) -> int:
-    """The worker that renders the rows of ``block`` (see the module contract)."""
-    if workers <= 1:
-        return 0
-    return 0 if block % SHARE == 0 else 1
+def pack_batch(records: list[bytes], raws: list[int]) -> bytes:
+    """One link batch: exchange records (:func:`~kwsniff.tui.spill.pack`) and the raw
+    frame bytes of each."""
+    return pickle.dumps((records, raws), pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_batch(data: bytes) -> tuple[list[bytes], list[int]]:
+    """The records and raw sizes of a :func:`pack_batch` batch."""
+    records, raws = pickle.loads(data)
+    return records, raws
+
+
+def _unshipped(ex: Any) -> bytes:
+    """The record of an exchange that cannot be pickled: its addresses, status and
+    problems (as text), and one problem more (:data:`UNSHIPPED`)."""
+    from kwsniff.tui.spill import lean
+    from kwsniff.kafka.model import Exchange
+    stub = Exchange(ex.index, ex.stream, tuple(ex.client), tuple(ex.broker), ex.status,
+                    None, None, str(ex.protocol),
+                    [str(p) for p in ex.all_problems()] + [UNSHIPPED], None)
+    return pickle.dumps(lean(stub), pickle.HIGHEST_PROTOCOL)
 
 
 class _LearningNames(TopicNames):
@@ -122,14 +142,16 @@ class _Run:
         self.job = job
         self.send = send
         self.stopped = stopped
-        self.builder = RowBuilder(job.spill_dir, worker=job.worker)
+        # what this process reports (see the module contract)
+        self.rows_here = job.workers == 1 or job.worker == 1
+        self.engine_here = job.workers == 1 or job.worker == 0
+        self.builder = RowBuilder(job.spill_dir) if self.rows_here else None
         self.names = _LearningNames()
         self.stats = StatsCollector()
         self.engine: Any = None
         self.packets = 0
         self.fraction: float | None = None
         self.batch: list[tuple[Any, ...]] = []
-        self.row_ids: list[int] = []         # split run: the row id of each batch row
         self.exchange_problems = 0
         self.capture_problems: list[str] = []
         self.error: str | None = None
@@ -143,28 +165,27 @@ class _Run:
         if not force and now < self._next_publish and len(self.batch) < MAX_BATCH:
             return
         self._next_publish = now + PUBLISH_SECONDS
-        if self.batch:
-            self.builder.flush()
-            batch, self.batch = self.batch, []
-            if self.job.workers > 1:
-                ids, self.row_ids = self.row_ids, []
-                self.send(("rows", batch, ids))
-            else:
-                self.send(("rows", batch))
-        fresh = self.names.take()
-        if fresh:
-            self.send(("names", fresh))
-        if self.job.worker:
-            return                  # (worker 0 reports the run)
-        first_ts = self.engine.summary.first_ts if self.engine is not None else None
-        self.send(("progress", self.packets, self.fraction, first_ts))
-        if self.live is not None:
-            st = self.live.stats()
-            self.send(("capture", st.packets, st.dropped, st.if_dropped))
-        if force or now >= self._next_stats:
+        stats = force or now >= self._next_stats
+        if stats:
             self._next_stats = now + STATS_SECONDS
-            self.send(("stats", self.stats.report()))
-            self.send(("counters", self.counters()))
+        if self.rows_here:
+            if self.batch:
+                self.builder.flush()
+                batch, self.batch = self.batch, []
+                self.send(("rows", batch))
+            fresh = self.names.take()
+            if fresh:
+                self.send(("names", fresh))
+            if stats:
+                self.send(("stats", self.stats.report()))
+        if self.engine_here:
+            first_ts = self.engine.summary.first_ts if self.engine is not None else None
+            self.send(("progress", self.packets, self.fraction, first_ts))
+            if self.live is not None:
+                st = self.live.stats()
+                self.send(("capture", st.packets, st.dropped, st.if_dropped))
+            if stats:
+                self.send(("counters", self.counters()))
 
     def counters(self) -> dict[str, int] | None:
         if self.engine is None:
@@ -190,58 +211,72 @@ class _Run:
             if stopped():
                 break
 
-    def consume_split(self, exchanges: Iterable[Any]) -> None:
-        """:meth:`consume` for one worker of a split run (see the module contract)."""
-        from kwsniff.kafka.decoding import complete
+    def ship(self, exchanges: Iterable[Any], link: Callable[[bytes], Any]) -> None:
+        """The engine worker of a two-process run: hand every exchange's record to the
+        row builder (see the module contract)."""
+        from kwsniff.tui.spill import pack
 
-        job = self.job
-        worker, workers = job.worker, job.workers
-        keeper = worker == 0
+        stopped = self.stopped
+        records: list[bytes] = []
+        raws: list[int] = []
+        size = 0
+        try:
+            for ex in exchanges:
+                if ex.problems or (ex.request is not None and ex.request.problems) or \
+                        (ex.response is not None and ex.response.problems):
+                    self.exchange_problems += len(ex.all_problems())
+                record, raw = pack(ex)
+                if not record:
+                    record = _unshipped(ex)
+                records.append(record)
+                raws.append(raw)
+                size += len(record)
+                if len(records) >= LINK_BATCH or size >= LINK_BYTES or \
+                        time.monotonic() >= self._next_publish:
+                    link(pack_batch(records, raws))
+                    records, raws, size = [], [], 0
+                    self.publish()
+                if stopped():
+                    break
+            if records:
+                link(pack_batch(records, raws))
+            link(b"")
+        except BrokenPipeError:
+            pass                # the row builder is gone: the UI stopped the run
+
+    def build(self, batches: Iterable[bytes]) -> None:
+        """The row builder of a two-process run: rows, spill, names and statistics of
+        the exchanges the engine worker hands on (see the module contract)."""
+        from kwsniff.tui.spill import rebuild
+
         names = self.names
         builder = self.builder
         stats_add = self.stats.add
         stopped = self.stopped
-        context = self.engine.ctx.annotate_ctx
-        rid = -1
-        block, mine = -1, False
-        for ex in exchanges:
-            rid += 1
-            if rid // SPLIT_BLOCK != block:
-                block = rid // SPLIT_BLOCK
-                mine = owner(block, workers) == worker
-            if mine or keeper:
-                complete(ex, context)
+        for data in batches:
+            if not data:
+                return
+            records, raws = unpack_batch(data)
+            for record, raw in zip(records, raws):
+                ex = rebuild(record)
                 facts = ExchangeFacts(ex, names)
-                if mine:
-                    self.batch.append(builder.row(ex, facts, rid))
-                    self.row_ids.append(rid)
-                if keeper:
-                    if ex.problems or (ex.request is not None and ex.request.problems) or \
-                            (ex.response is not None and ex.response.problems):
-                        self.exchange_problems += len(ex.all_problems())
-                    stats_add(facts)
-                if not mine and (teaches(ex.request) or teaches(ex.response)):
-                    facts.response_side   # noqa: B018 - walks both, learning names
-            else:
-                learn_names(ex, names)
+                self.batch.append(builder.row(ex, facts, (record, raw)))
+                stats_add(facts)
             if len(self.batch) >= MAX_BATCH or time.monotonic() >= self._next_publish:
                 self.publish()
             if stopped():
-                break
+                return
+        self.error = "the engine process ended before the end of the capture"
 
     # ------------------------------------------------------------------ sources
-    def run_file(self, path: str) -> None:
+    def run_file(self, path: str, link: Any = None) -> None:
         from kwsniff.capture import open_capture
         from kwsniff.engine import Engine
 
-        options = self.job.options
-        if self.job.workers > 1:
-            import copy
-
-            from kwsniff.engine import EngineOptions
-            options = copy.copy(options) if options is not None else EngineOptions()
-            options.defer_bodies = True
-        self.engine = Engine(options)
+        if not self.engine_here:
+            self.build(link)
+            return
+        self.engine = Engine(self.job.options)
         with open_capture(path) as source:
             size = 0
             if not source.compression:
@@ -251,9 +286,12 @@ class _Run:
                     size = 0
             self.fraction = 0.0 if size else None
             overhead = _RECORD_OVERHEAD.get(source.format, 16)
-            consume = self.consume_split if self.job.workers > 1 else self.consume
+            exchanges = self.engine.run(self._measured(source, size, overhead))
             try:
-                consume(self.engine.run(self._measured(source, size, overhead)))
+                if self.rows_here:
+                    self.consume(exchanges)
+                else:
+                    self.ship(exchanges, link)
             finally:
                 self.capture_problems = list(source.problems)
 
@@ -320,22 +358,24 @@ class _Run:
             self.publish(force=True)
         except OSError as err:
             self.error = self.error or f"cannot write the spill file: {err}"
-        self.builder.close()
-        if self.job.worker:
+        if self.builder is not None:
+            self.builder.close()
+        if not self.engine_here:
             self.send(("done", None, self.error, [], []))
             return
         self.send(("done", self.counters(), self.error, self.capture_problems,
                    self.connections()))
 
 
-def decode(job: Job, send: Send, stopped: Callable[[], bool]) -> None:
-    """Decode ``job``, reporting through ``send`` (see the module contract)."""
+def decode(job: Job, send: Send, stopped: Callable[[], bool], link: Any = None) -> None:
+    """Decode ``job``, reporting through ``send`` (see the module contract; ``link``: a
+    two-process run's link)."""
     from kwsniff.errors import UserError
 
     run = _Run(job, send, stopped)
     try:
         if job.path is not None:
-            run.run_file(job.path)
+            run.run_file(job.path, link)
         else:
             run.run_live()
     except UserError as err:
@@ -380,21 +420,41 @@ def child_main() -> None:
         stop.set()
 
     threading.Thread(target=watch, name="stop-watch", daemon=True).start()
+    link_conn: Connection | None = None
+    link: Any = None
+    if job.workers > 1 and job.link_fd >= 0:
+        if job.worker == 0:
+            link_conn = Connection(job.link_fd, readable=False)
+            link = link_conn.send_bytes
+        else:
+            link_conn = Connection(job.link_fd, writable=False)
+            link = _received(link_conn)
     try:
         if job.plugin_args is not None:
             from kwsniff.plugin_api.cli import plugin_session
 
             with plugin_session(job.plugin_args):
-                decode(job, out.send, stop.is_set)
+                decode(job, out.send, stop.is_set, link)
         else:
-            decode(job, out.send, stop.is_set)
+            decode(job, out.send, stop.is_set, link)
     except (BrokenPipeError, EOFError, OSError):
         pass          # the UI went away
     finally:
+        for conn in (out, link_conn):
+            try:
+                if conn is not None:
+                    conn.close()
+            except OSError:
+                pass
+
+
+def _received(conn: Any) -> Iterator[bytes]:
+    """The batches arriving over a link, until it ends (EOF: the engine process is gone)."""
+    while True:
         try:
-            out.close()
-        except OSError:
-            pass
+            yield conn.recv_bytes()
+        except (EOFError, OSError):
+            return
 
 
 if __name__ == "__main__":

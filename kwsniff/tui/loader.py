@@ -4,10 +4,11 @@ Contract:
 
 * :class:`Loader` starts ``python -m kwsniff.tui.decoder`` (the same interpreter and
   import path) as a separate process (two when ``workers=2`` and :func:`split_workers`
-  allows it: the split run of :mod:`kwsniff.tui.decoder`; their rows are merged in
-  row-id order, so the store is the same as with one) — the decoding never competes with the UI for the
-  interpreter lock, and a second CPU core does it — and, in the thread that calls
-  :meth:`Loader.run`
+  allows it: the two-process pipeline of :mod:`kwsniff.tui.decoder`, joined by a pipe
+  the loader makes — the engine process writes its end, the row builder reads the
+  other; the store is the same as with one) — the decoding never competes with the UI
+  for the interpreter lock, and a second CPU core does it — and, in the thread that
+  calls :meth:`Loader.run`
   (a Textual thread worker), receives its messages and applies them: rows into the
   :class:`~kwsniff.tui.store.ExchangeStore` (published as they arrive), topic names,
   statistics reports, progress and live capture counters.
@@ -31,6 +32,7 @@ Contract:
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import pickle
@@ -39,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -49,14 +50,13 @@ from kwsniff.tui.store import ConnectionRow, ExchangeStore
 JOIN_SECONDS = 3.0
 SPILL_PREFIX = "kwsniff-tui-"
 LOCK_NAME = ".lock"
-#: rows of one worker waiting for the other's before its pipe is left unread
-MAX_PENDING = 100_000
 
 
 def split_workers(path: str | None, plugin_args: Any = None) -> int:
     """Decoder processes ``path`` can have: 2 for an uncompressed capture file when two
-    CPUs are usable and no plugin is loaded, else 1. (Two cost about 1.6x the CPU of one
-    in all: they shorten loading only when a second core is free.)"""
+    CPUs are usable and no plugin is loaded, else 1. (Two cost more CPU in all than one
+    — the row builder rebuilds every exchange from its record —: they shorten loading
+    only when a second core is free.)"""
     if path is None or plugin_args is not None:
         return 1
     try:
@@ -155,11 +155,8 @@ class Loader:
         self.finished_at: float | None = None
         self._processes: list[subprocess.Popen[bytes]] = []
         self._controls: list[Connection] = []
-        self._pending: list[deque[tuple[int, tuple[Any, ...]]]] = [
-            deque() for _ in range(self.workers)]
-        self._next_row = 0               # split run: the row id the store needs next
         self._ended: set[int] = set()    # workers whose "done" arrived
-        self._last: tuple[Any, ...] | None = None   # worker 0's "done" (split run)
+        self._last: tuple[Any, ...] | None = None   # worker 0's "done" (two processes)
         self._stopping = False
         self._closed = False
 
@@ -216,20 +213,28 @@ class Loader:
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         env["PYTHONPATH"] = os.pathsep.join(paths)
         out = []
-        for worker in range(self.workers):
-            proc = subprocess.Popen([sys.executable, "-m", "kwsniff.tui.decoder"],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, env=env, close_fds=True)
-            self._processes.append(proc)
-            assert proc.stdin is not None and proc.stdout is not None
-            control = Connection(os.dup(proc.stdin.fileno()), readable=False)
-            proc.stdin.close()
-            self.job.worker = worker
-            control.send_bytes(pickle.dumps(self.job, pickle.HIGHEST_PROTOCOL))
-            self._controls.append(control)
-            out.append(Connection(os.dup(proc.stdout.fileno()), writable=False))
-            proc.stdout.close()
-        self.job.worker = 0
+        # two processes: the engine (0) writes the link, the row builder (1) reads it
+        ends = list(reversed(os.pipe())) if self.workers > 1 else []
+        try:
+            for worker in range(self.workers):
+                fds = (ends[worker],) if ends else ()
+                proc = subprocess.Popen([sys.executable, "-m", "kwsniff.tui.decoder"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, env=env, close_fds=True,
+                                        pass_fds=fds)
+                self._processes.append(proc)
+                assert proc.stdin is not None and proc.stdout is not None
+                control = Connection(os.dup(proc.stdin.fileno()), readable=False)
+                proc.stdin.close()
+                job = dataclasses.replace(self.job, worker=worker,
+                                          link_fd=fds[0] if fds else -1)
+                control.send_bytes(pickle.dumps(job, pickle.HIGHEST_PROTOCOL))
+                self._controls.append(control)
+                out.append(Connection(os.dup(proc.stdout.fileno()), writable=False))
+                proc.stdout.close()
+        finally:
+            for fd in ends:              # the processes hold them now
+                os.close(fd)
         if self._stopping:
             self.stop()
         return out
@@ -246,10 +251,7 @@ class Loader:
         reading = dict(enumerate(pipes))
         try:
             while not self.done and reading:
-                # a worker far ahead of the other waits (its pipe fills up)
-                wanted = [c for k, c in reading.items()
-                          if len(self._pending[k]) < MAX_PENDING or len(reading) == 1]
-                for conn in wait(wanted or list(reading.values())):
+                for conn in wait(list(reading.values())):
                     k = pipes.index(conn)       # type: ignore[arg-type]
                     try:
                         message = conn.recv()   # type: ignore[union-attr]
@@ -261,7 +263,7 @@ class Loader:
                             self.error = self.error or (
                                 "the decoder process ended unexpectedly"
                                 + (f" (exit code {code})" if code is not None else ""))
-                            self.stop()         # the rows of the other cannot be merged
+                            self.stop()         # the other one cannot go on alone
                         continue
                     self.apply(message, k)
                     if self.done:
@@ -284,10 +286,6 @@ class Loader:
         kind = message[0]
         store = self.store
         if kind == "rows":
-            if len(message) > 2:                 # a worker of a split run
-                self._pending[worker].extend(zip(message[2], message[1]))
-                self._merge()
-                return
             append = store.append
             for row in message[1]:
                 append(row)
@@ -316,7 +314,6 @@ class Loader:
             if worker == 0:
                 self._last = message
             if len(self._ended) == self.workers:
-                self._merge()
                 last, self._last = self._last, None
                 if last is not None:
                     self._done(last)
@@ -333,26 +330,6 @@ class Loader:
         self.capture_problems = list(problems)
         self._merge_connections(connections)
         self._finish()
-
-    def _merge(self) -> None:
-        """Split run: append the waiting rows that come next, in row-id order."""
-        pending = self._pending
-        store = self.store
-        n = self._next_row
-        moved = False
-        while True:
-            for queue in pending:
-                if queue and queue[0][0] == n:
-                    break
-            else:
-                break
-            while queue and queue[0][0] == n:
-                store.append(queue.popleft()[1])
-                n += 1
-            moved = True
-        self._next_row = n
-        if moved:
-            store.publish()
 
     def _merge_connections(self, connections: list[tuple[Any, ...]]) -> None:
         """TCP byte counts of finished connections, and Kafka connections that carried

@@ -9,11 +9,11 @@ Contract:
   its ``facts`` part is None or the store's facts tuple (``F_*`` of
   :mod:`kwsniff.tui.store`).
 * The full exchange goes to the spill file of its segment
-  (``spill_path(directory, segment, worker)``; ``worker``: the decoder process's number
-  in a split run, 0 otherwise, :data:`~kwsniff.tui.store.SEGMENT_ROWS` rows per
+  (``spill_path(directory, segment)``, :data:`~kwsniff.tui.store.SEGMENT_ROWS` rows per
   file) through a :class:`~kwsniff.tui.spill.SpillWriter` (lean records in compressed
-  blocks; the row keeps the block's offset and ``item | worker << ITEM_BITS``: the
-  item's position in it and which worker's file holds it);
+  blocks; the row keeps the block's offset and the item's position in it), or, when
+  :meth:`RowBuilder.row` is given ``packed``, the record the engine process already
+  made of it (:func:`~kwsniff.tui.spill.pack`: the same bytes);
   :meth:`RowBuilder.flush` writes what is pending and must be called before the rows
   are handed to a reader. The builder closes a segment's file when it moves on; the
   reader opens it by path (and may unlink it at once: the data stays reachable through
@@ -32,7 +32,7 @@ from kwsniff.output.digest import digest
 from kwsniff.output.facts import ExchangeFacts
 from kwsniff.output.fields import FIELDS
 from kwsniff.tui.spill import SpillWriter
-from kwsniff.tui.store import ITEM_BITS, SEGMENT_ROWS, spill_path
+from kwsniff.tui.store import SEGMENT_ROWS, spill_path
 
 #: the fields of a row tuple, in order
 ROW_FIELDS = ("index", "ts", "end_ts", "latency_ms", "stream", "api_key", "api_version",
@@ -54,26 +54,23 @@ def _tls(info: Any) -> tuple[Any, ...] | None:
 class RowBuilder:
     """See the module contract."""
 
-    def __init__(self, directory: str, strip: bool = True, worker: int = 0) -> None:
+    def __init__(self, directory: str, strip: bool = True) -> None:
         self.directory = directory
-        self.worker = worker
-        self._file = worker << ITEM_BITS
         self.rows = 0
         self._segment = -1
         self.spill = SpillWriter(strip)
 
-    def row(self, ex: Exchange, facts: ExchangeFacts, rid: int | None = None
-            ) -> tuple[Any, ...]:
-        """The row tuple of ``ex`` (queued for the spill file); ``rid``: its row id when
-        not the next one (a worker of a split run builds only some rows)."""
-        if rid is None:
-            rid = self.rows
+    def row(self, ex: Exchange, facts: ExchangeFacts,
+            packed: tuple[bytes, int] | None = None) -> tuple[Any, ...]:
+        """The row tuple of ``ex`` (the next row id; queued for the spill file, as
+        ``packed`` when given: its :func:`~kwsniff.tui.spill.pack` record)."""
+        rid = self.rows
         number = rid // SEGMENT_ROWS
         if number != self._segment:
             self._next_segment(number)
         self.rows = rid + 1
         req, resp = ex.request, ex.response
-        block, item = self.spill.add(ex)
+        block, item = self.spill.add(ex) if packed is None else self.spill.add_packed(*packed)
         problems = len(ex.problems) + (len(req.problems) if req is not None else 0) + \
             (len(resp.problems) if resp is not None else 0)
         topics = tuple(facts.topics)
@@ -91,13 +88,13 @@ class RowBuilder:
                 if (topics or errors or parts or groups or more != _NO_MORE) else None,
                 req.size if req is not None else None, resp.size if resp is not None else None,
                 facts.record_count if facts.has_records else -1, problems, text,
-                block, item | self._file,
+                block, item,
                 (req.frame_first, req.frame_last) if req is not None else (-1, -1),
                 (resp.frame_first, resp.frame_last) if resp is not None else (-1, -1))
 
     def _next_segment(self, number: int) -> None:
         self._segment = number
-        self.spill.open(spill_path(self.directory, number, self.worker))
+        self.spill.open(spill_path(self.directory, number))
 
     def flush(self) -> None:
         """Write the pending block (before handing its rows to a reader)."""

@@ -6,7 +6,10 @@ Contract:
   :meth:`SpillWriter.add` returns ``(block, item)``: the file offset of the block the
   exchange goes into and its position there (what a store row keeps). Blocks are
   written whole by :meth:`SpillWriter.flush` (or when full); a reader must not look at
-  a row before the flush that follows its ``add``.
+  a row before the flush that follows its ``add``. :func:`pack` makes the pickled
+  record of an exchange on its own (in the engine process of a two-process run, which
+  hands it to the row builder); :meth:`SpillWriter.add_packed` queues such a record,
+  giving the same blocks as :meth:`~SpillWriter.add` of the exchange.
 * A block on disk is a 4-byte big-endian length and then an LZ4 block (with its size)
   of the pickled list of the pickled *lean records* (each pickled on its own, when
   added: every read back makes objects of its own) of up to :data:`BLOCK_ITEMS`
@@ -36,7 +39,6 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-from operator import attrgetter
 from typing import Any
 
 import lz4.block
@@ -56,7 +58,6 @@ from kwsniff.kafka.topic_ids import TOPIC_NAME, Plan, TopicIds, has_topic_ids, i
 BLOCK_ITEMS = 64
 BLOCK_BYTES = 256 * 1024            # raw frame bytes that close a block early
 _LENGTH = struct.Struct(">I")
-_STATE = attrgetter(*_MESSAGE_FIELDS)
 _BODY = _MESSAGE_FIELDS.index("body")
 _PROBLEMS = _MESSAGE_FIELDS.index("problems")
 
@@ -109,7 +110,7 @@ def _run_state(msg: KafkaMessage) -> tuple[Any, Any] | None:
 def _lean_message(msg: KafkaMessage | None, strip: bool) -> Any:
     if msg is None:
         return None
-    state = list(_STATE(msg))
+    state = msg.state()
     state[_PROBLEMS] = list(msg.problems)   # as now (the flush comes later)
     if strip and _strippable(msg):
         state[_BODY] = None
@@ -176,6 +177,18 @@ def rebuild(record: Any) -> Exchange | None:
     return Exchange(index, stream, client, broker, status, req, resp, protocol, problems, tls)
 
 
+def pack(ex: Exchange, strip: bool = True) -> tuple[bytes, int]:
+    """The pickled lean record of ``ex`` (``b""`` when it cannot be pickled) and the
+    bytes of its raw frames (what closes a block early)."""
+    try:
+        record = pickle.dumps(lean(ex, strip), pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - an odd exchange must not stop decoding
+        record = b""
+    req, resp = ex.request, ex.response
+    return record, (len(req.raw) if req is not None else 0) + \
+        (len(resp.raw) if resp is not None else 0)
+
+
 class SpillWriter:
     """See the module contract. ``strip``: False keeps every body (plugins loaded)."""
 
@@ -195,15 +208,14 @@ class SpillWriter:
 
     def add(self, ex: Exchange) -> tuple[int, int]:
         """Queue ``ex``; returns ``(block offset, item)``."""
-        try:
-            record = pickle.dumps(lean(ex, self.strip), pickle.HIGHEST_PROTOCOL)
-        except Exception:  # noqa: BLE001 - an odd exchange must not stop decoding
-            record = b""
+        return self.add_packed(*pack(ex, self.strip))
+
+    def add_packed(self, record: bytes, raw: int) -> tuple[int, int]:
+        """Queue a record made by :func:`pack` (``raw``: its frame bytes); returns
+        ``(block offset, item)``."""
         item = len(self._items)
         self._items.append(record)
-        for msg in (ex.request, ex.response):
-            if msg is not None:
-                self._raw += len(msg.raw)
+        self._raw += raw
         offset = self._size
         if item + 1 >= BLOCK_ITEMS or self._raw >= BLOCK_BYTES:
             self.flush()

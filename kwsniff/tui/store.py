@@ -18,8 +18,7 @@ Contract:
   reader threads, no lock: array reads are atomic under the GIL).
 * The full :class:`~kwsniff.kafka.model.Exchange` lives in the segment's spill file
   (written by the decoder, :mod:`kwsniff.tui.spill`: compressed blocks of lean
-  records; a split run has one file per segment and decoder process, and a row's spill
-  item says which: ``item | file << ITEM_BITS``); :meth:`exchange` rebuilds one on demand (detail tree, hex view, slow
+  records); :meth:`exchange` rebuilds one on demand (detail tree, hex view, slow
   filters, export), keeping the last block read so that a scan in row order reads each
   block once. The store opens a spill file when the first row of its segment arrives
   and unlinks it at once, so nothing is left on disk.
@@ -52,8 +51,6 @@ from kwsniff.output.facts import TopicNames
 from kwsniff.tui.spill import read_block, rebuild
 
 SEGMENT_ROWS = 1 << 16
-ITEM_BITS = 8                  # a spill item below 256 (spill.BLOCK_ITEMS), then its file
-SPILL_FILES = 2                # files per segment: one per decoder process
 DEFAULT_MAX_ROWS = 10_000_000
 DEFAULT_MAX_CONNECTIONS = 100_000
 MAX_CLIENT_IDS = 8
@@ -71,11 +68,8 @@ EMPTY_FACTS: tuple[Any, ...] = ((), (), (), (), (), (), (), (), None, None)
 NO_ROUTE = (("", 0), ("", 0))
 
 
-def spill_path(directory: str, segment: int, file: int = 0) -> str:
-    """The spill file of a segment inside the session's spill directory (``file``: the
-    decoder process that writes it, in a split run)."""
-    if file:
-        return os.path.join(directory, f"segment-{segment:06d}.{file}.spill")
+def spill_path(directory: str, segment: int) -> str:
+    """The spill file of a segment inside the session's spill directory."""
     return os.path.join(directory, f"segment-{segment:06d}.spill")
 
 
@@ -141,7 +135,7 @@ class Segment:
                  "corr", "status", "protocol", "client_id", "route", "facts", "req_bytes",
                  "resp_bytes", "records", "problems", "index", "spill_block", "spill_item",
                  "frames",
-                 "digest_end", "digests", "spill_fds")
+                 "digest_end", "digests", "spill_fd")
 
     def __init__(self, number: int, spill_fd: int) -> None:
         self.number = number
@@ -168,22 +162,15 @@ class Segment:
         self.frames = array("q")
         self.digest_end = array("i")
         self.digests = bytearray()
-        # one spill file per decoder process (-1: not open); file 0 opened at once
-        self.spill_fds = [spill_fd] + [-1] * (SPILL_FILES - 1)
-
-    @property
-    def spill_fd(self) -> int:
-        """The descriptor of the (first) spill file."""
-        return self.spill_fds[0]
+        self.spill_fd = spill_fd         # -1: not open
 
     def close(self) -> None:
-        for n, fd in enumerate(self.spill_fds):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-                self.spill_fds[n] = -1
+        fd, self.spill_fd = self.spill_fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def memory(self) -> int:
         """Bytes held by the columns and the digest blob."""
@@ -227,8 +214,8 @@ class ExchangeStore:
         self.connections: OrderedDict[int, ConnectionRow] = OrderedDict()
         self.connections_dropped = 0
         self.first_ts: float | None = None
-        # ((segment, file), offset, records) of the last block read
-        self._block: tuple[tuple[int, int], int, list[Any]] | None = None
+        # (segment, offset, records) of the last block read
+        self._block: tuple[int, int, list[Any]] | None = None
         self._brokers: dict[tuple[str, int], tuple[str, int]] = {}
 
     # ------------------------------------------------------------------ writing
@@ -274,9 +261,6 @@ class ExchangeStore:
         seg.index.append(index)
         seg.spill_block.append(spill_block)
         seg.spill_item.append(spill_item)
-        file = spill_item >> ITEM_BITS
-        if file and seg.spill_fds[file] < 0:
-            seg.spill_fds[file] = _open_spill(spill_path(self.spill_dir, seg.number, file))
         seg.frames.extend(req_frames)
         seg.frames.extend(resp_frames)
         seg.digests += text.encode("utf-8", "replace")
@@ -388,13 +372,11 @@ class ExchangeStore:
             return None
         seg, i = loc
         item = seg.spill_item[i]
-        file = item >> ITEM_BITS
-        item &= (1 << ITEM_BITS) - 1
-        fd = seg.spill_fds[file] if file < SPILL_FILES else -1
+        fd = seg.spill_fd
         if fd < 0:
             return None
         offset = seg.spill_block[i]
-        key = (seg.number, file)
+        key = seg.number
         cached = self._block             # (one tuple: safe to share between threads)
         if cached is not None and cached[0] == key and cached[1] == offset:
             records = cached[2]
@@ -417,12 +399,12 @@ class ExchangeStore:
         """Bytes of the spill files still open."""
         total = 0
         for seg in list(self.segments.values()):
-            for fd in list(seg.spill_fds):
-                if fd >= 0:
-                    try:
-                        total += os.fstat(fd).st_size
-                    except OSError:
-                        pass
+            fd = seg.spill_fd
+            if fd >= 0:
+                try:
+                    total += os.fstat(fd).st_size
+                except OSError:
+                    pass
         return total
 
     def search(self, needle: str, rows_from: int = 0) -> list[int]:

@@ -16,7 +16,7 @@ _CHILD = """
 import gc
 from kwsniff.tui import decoder
 
-def report(job, send, stopped):
+def report(job, send, stopped, link=None):
     send(("threshold", gc.get_threshold(), job.path))
 
 decoder.decode = report

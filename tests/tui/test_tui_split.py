@@ -1,10 +1,12 @@
 """A capture file decoded by two TUI decoder processes gives the store, statistics,
-counters and spilled exchanges of one process (the split run of kwsniff.tui.decoder).
+counters and spilled exchanges of one process (the two-process pipeline of
+kwsniff.tui.decoder: the engine process hands every exchange's record to the row
+builder).
 
-Both workers run here in this process, one after the other; their messages are then
-applied interleaved (worker 1 first, in uneven steps), as the loader's merge must
-cope with any order of arrival. Small blocks make both workers own rows of every
-capture.
+Both workers run here in this process, one after the other (the link a list of
+batches; small batches, so that every capture has several); their messages are then
+applied interleaved (worker 1 first, in uneven steps), as the loader must cope with
+any order of arrival.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from tui_common import ALL_PCAPS, PCAPS, load_in_process
 from kwsniff.output.jsonl import ExportEncoder, dumps
 from kwsniff.output.tree import build_tree, render_tree
 from kwsniff.tui import decoder as decoder_mod
-from kwsniff.tui.decoder import decode
+from kwsniff.tui.decoder import decode, unpack_batch
 from kwsniff.tui.loader import Loader, split_workers
 from kwsniff.tui.store import ExchangeStore
 
@@ -28,11 +30,17 @@ def _split_load(path: Path, tmp: Path) -> Loader:
     loader = Loader(path=str(path), spill_dir=str(tmp), workers=2)
     assert loader.workers == 2
     streams: list[list[tuple[Any, ...]]] = []
-    for worker in (0, 1):
+    batches: list[bytes] = []
+    for worker, link in ((0, batches.append), (1, iter(batches))):
         job = dataclasses.replace(loader.job, worker=worker)
         sent: list[tuple[Any, ...]] = []
-        decode(job, sent.append, lambda: False)
+        decode(job, sent.append, lambda: False, link)
         streams.append(sent)
+    assert batches[-1] == b"" and b"" not in batches[:-1]      # the end of the run
+    sizes = [len(unpack_batch(b)[0]) for b in batches[:-1]]
+    assert max(sizes, default=0) <= decoder_mod.LINK_BATCH
+    assert len(sizes) >= min(2, sum(sizes))
+    assert not any(m[0] == "rows" for m in streams[0])       # rows come from worker 1
     # worker 1 first, then alternating 3 messages of worker 0 with 1 of worker 1
     order: list[tuple[int, tuple[Any, ...]]] = [(1, m) for m in streams[1][:1]]
     rest0, rest1 = list(streams[0]), list(streams[1][1:])
@@ -77,7 +85,7 @@ def _shown(store: ExchangeStore) -> list[tuple[object, ...]]:
 @pytest.mark.parametrize("path", ALL_PCAPS, ids=[p.name for p in ALL_PCAPS])
 def test_two_workers_give_what_one_gives(path: Path, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decoder_mod, "SPLIT_BLOCK", 3)
+    monkeypatch.setattr(decoder_mod, "LINK_BATCH", 3)
     one = load_in_process(path, spill_dir=str(tmp_path))
     two = _split_load(path, tmp_path)
     try:
@@ -90,10 +98,6 @@ def test_two_workers_give_what_one_gives(path: Path, tmp_path: Path,
             {k: dataclasses.astuple(v) for k, v in one.store.connections.items()}
         assert dict(two.store.names._names) == dict(one.store.names._names)
         assert _shown(two.store) == _shown(one.store)
-        # both workers rendered rows, from their own spill files
-        files = {two.store.locate(r)[0].spill_item[two.store.locate(r)[1]] >> 8
-                 for r in range(two.store.count)}
-        assert files == ({0, 1} if two.store.count > 3 else files)
     finally:
         one.close()
         two.close()
@@ -121,8 +125,7 @@ def test_which_captures_are_split(tmp_path: Path) -> None:
 
 def test_two_real_decoder_processes(tmp_path: Path) -> None:
     """Loader.run with two decoder processes: the same rows, report and counters as
-    with one; closing removes every spill file. (567 exchanges: both processes own
-    blocks of SPLIT_BLOCK rows.)"""
+    with one; closing removes every spill file. (567 exchanges: two link batches.)"""
     path = PCAPS / "insights-groups.pcap"
     loaders = []
     for workers in (1, 2):
@@ -133,7 +136,7 @@ def test_two_real_decoder_processes(tmp_path: Path) -> None:
     one, two = loaders
     try:
         assert len(two._processes) == 2
-        assert two.store.count == one.store.count > 2 * decoder_mod.SPLIT_BLOCK
+        assert two.store.count == one.store.count > decoder_mod.LINK_BATCH
         assert _columns(two.store) == _columns(one.store)
         assert two.report == one.report and two.counters == one.counters
         assert _shown(two.store) == _shown(one.store)
@@ -151,3 +154,53 @@ def test_stopping_two_decoder_processes(tmp_path: Path) -> None:
     loader.close()
     assert all(p.poll() is not None for p in loader._processes)
     assert not list(tmp_path.iterdir())
+
+
+def test_message_state_follows_the_field_order() -> None:
+    """``KafkaMessage.state()`` (what a spill record keeps of a message) lists every
+    field in ``_MESSAGE_FIELDS`` order, so ``KafkaMessage(*state)`` is the same message."""
+    from kwsniff.kafka.model import _MESSAGE_FIELDS, KafkaMessage
+
+    values = {name: f"v{i}" for i, name in enumerate(_MESSAGE_FIELDS)}
+    values["problems"] = ["p"]
+    msg = KafkaMessage(**values)
+    assert msg.state() == [values[name] for name in _MESSAGE_FIELDS]
+    again = KafkaMessage(*msg.state())
+    assert [getattr(again, n) for n in _MESSAGE_FIELDS] == msg.state()
+
+
+def test_an_exchange_that_cannot_be_pickled_is_handed_on_with_a_problem(
+        tmp_path: Path) -> None:
+    """The engine process hands on a record of the addresses, status and problems of an
+    exchange it cannot pickle, with one problem more that says so; its row is made."""
+    from kwsniff.kafka.model import Exchange, KafkaMessage
+    from kwsniff.tui.spill import pack, rebuild
+
+    msg = KafkaMessage("request", b"\x00\x12\x00\x03", api_key=18, api_version=3,
+                       body={"odd": lambda: None}, problems=["first"])
+    ex = Exchange(7, 3, ("10.0.0.1", 5000), ("10.0.0.2", 9092), "unanswered", msg)
+    assert pack(ex)[0] == b""                     # (one process spills it as unavailable)
+    back = rebuild(decoder_mod._unshipped(ex))
+    assert back is not None and back.request is None and back.response is None
+    assert (back.index, back.stream, back.client, back.broker, back.status) == \
+        (7, 3, ("10.0.0.1", 5000), ("10.0.0.2", 9092), "unanswered")
+    assert back.problems == ["request: first", decoder_mod.UNSHIPPED]
+
+
+def test_the_row_builder_reports_an_engine_that_ended_early(tmp_path: Path) -> None:
+    """A link that ends without the end of the run (the engine process died): the rows
+    it brought are kept and the run ends with an error."""
+    path = PCAPS / "insights-groups.pcap"
+    loader = Loader(path=str(path), spill_dir=str(tmp_path), workers=2)
+    batches: list[bytes] = []
+    decode(dataclasses.replace(loader.job, worker=0), lambda m: None, lambda: False,
+           batches.append)
+    assert len(batches) > 2
+    sent: list[tuple[Any, ...]] = []
+    decode(dataclasses.replace(loader.job, worker=1), sent.append, lambda: False,
+           iter(batches[:1]))
+    rows = sum(len(m[1]) for m in sent if m[0] == "rows")
+    assert rows == len(unpack_batch(batches[0])[0])
+    assert sent[-1] == ("done", None,
+                        "the engine process ended before the end of the capture", [], [])
+    loader.close()
