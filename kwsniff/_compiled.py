@@ -84,6 +84,7 @@ MODULES: tuple[str, ...] = (
     "kwsniff.output.jsonl",
     "kwsniff.output.pipeline",
     "kwsniff.output.skim",
+    "kwsniff.output.stats",
     "kwsniff.output.summary",
     "kwsniff.output.tree",
     "kwsniff.commands.decode",
