@@ -334,6 +334,22 @@ def check_deferred_same(eager: Sequence[Exchange], deferred: Sequence[Exchange],
                     f"decoding: {exchange_state(d)!r} != {exchange_state(e)!r}")
 
 
+def check_spill_same(exchanges: Sequence[Exchange]) -> None:
+    """Every exchange read back from its TUI spill record (:func:`kwsniff.tui.spill.pack`
+    then :func:`~kwsniff.tui.spill.rebuild`, what the TUI's detail pane and the row
+    builder of ``tui -j 2`` see) is the exchange decoded."""
+    from kwsniff.tui.spill import pack, rebuild
+
+    for ex in exchanges:
+        record, _raw = pack(ex)
+        require(bool(record), f"exchange {ex.index}: cannot be spilled")
+        again = rebuild(record)
+        require(again is not None and exchange_state(again) == exchange_state(ex),
+                f"exchange {ex.index}: the spilled exchange differs from the decoded one: "
+                f"{exchange_state(again) if again is not None else None!r} != "
+                f"{exchange_state(ex)!r}")
+
+
 def feed_engine(engine: Any, packets: Iterable[tuple]) -> tuple[list[Exchange], dict[int, int],
                                                             dict[int, int], Any]:
     """Decode ``packets`` with ``engine`` event by event (its sans-IO entry) through a

@@ -86,6 +86,7 @@ def one_input(data: bytes) -> None:
         exchanges = list(eng.run(streamed[0]))
         checks.check_exchanges(exchanges)
         checks.render_all(exchanges[:4], spans=False, records=False)
+        checks.check_spill_same(exchanges[:4])
     if len(data) < 2048:
         gz = _read(io.BytesIO(wire.gzip_bytes(data, 1)))
         if streamed is not None and gz is not None:

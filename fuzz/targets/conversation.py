@@ -70,6 +70,7 @@ def one_input(data: bytes) -> None:
             complete(ex, lazy.ctx.annotate_ctx)
     checks.check_deferred_same(exchanges, deferred, _odd)
     checks.check_exchanges(exchanges)
+    checks.check_spill_same(exchanges)
     s = eng.summary
     checks.require(s.exchanges_total == len(exchanges), "exchange counter differs")
     checks.require(sum(s.exchanges.values()) == len(exchanges), "status counters differ")

@@ -48,9 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help=f"keep at most N exchanges (oldest dropped first; default "
                          f"{DEFAULT_MAX_ROWS}); about 170 bytes of memory each")
     ui.add_argument("-j", "--jobs", type=int, choices=(1, 2), default=1,
-                    help="decoder processes for a capture file: 2 give the same results "
-                         "with about 1.6x the CPU, and can load faster only when a second "
-                         "core is idle (uncompressed files, no plugins; default 1)")
+                    help="decoder processes for a capture file: 2 (an engine process "
+                         "and a row builder) give the same results with somewhat more CPU "
+                         "in all, and load faster while a second core is free "
+                         "(uncompressed files, no plugins; default 1)")
     ui.add_argument("--spill-dir", metavar="DIR",
                     help="directory for the temporary file holding decoded exchanges "
                          "(default: the system temporary directory)")

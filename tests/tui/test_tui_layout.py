@@ -241,12 +241,20 @@ def test_paused_status_counts_the_list() -> None:
         await pilot.pause(0.5)
         await pilot.press("p")
         app.loader.apply(("rows", rows[30:45]))
-        await pilot.pause(0.5)
-        status = app.status_text()
+        # (the status follows on the next loading repaint: wait for it, a busy machine
+        # may take longer than one)
+        for _ in range(50):
+            await pilot.pause(0.1)
+            status = app.status_text()
+            if "PAUSED (15 new" in status:
+                break
         assert app.exchanges.count == 30
         assert status.startswith("30 exchanges") and "PAUSED (15 new" in status, status
         await pilot.press("p")
-        await pilot.pause(0.5)
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if app.status_text().startswith("45 exchanges"):
+                break
         assert app.status_text().startswith("45 exchanges")
 
     run_at(app, (160, 50), body)
