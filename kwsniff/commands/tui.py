@@ -47,17 +47,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ui.add_argument("--max-exchanges", metavar="N", type=_positive_int, default=DEFAULT_MAX_ROWS,
                     help=f"keep at most N exchanges (oldest dropped first; default "
                          f"{DEFAULT_MAX_ROWS}); about 170 bytes of memory each")
-    ui.add_argument("-j", "--jobs", type=int, choices=(1, 2), default=1,
-                    help="decoder processes for a capture file: 2 (an engine process "
-                         "and a row builder) give the same results with somewhat more CPU "
-                         "in all, and load faster while a second core is free "
-                         "(uncompressed files, no plugins; default 1)")
+    ui.add_argument("-j", "--jobs", metavar="N", type=_jobs, default=None,
+                    help="decoder processes for a capture file, 1 or 2: 2 (an engine "
+                         "process and a row builder) give the same results with somewhat "
+                         "more CPU in all, and load faster while a second core is free "
+                         "(uncompressed files, no plugins); default auto: 2 for captures "
+                         "of 64 MB or more when two CPUs are idle at the start, else 1")
     ui.add_argument("--spill-dir", metavar="DIR",
                     help="directory for the temporary file holding decoded exchanges "
                          "(default: the system temporary directory)")
     from kwsniff.plugin_api.cli import add_plugin_arguments
 
     add_plugin_arguments(parser)   # loaded by kwsniff.cli.main for the whole session
+
+
+def _jobs(text: str) -> int | None:
+    if text == "auto":
+        return None
+    if text in ("1", "2"):
+        return int(text)
+    raise argparse.ArgumentTypeError(f"must be 1, 2 or auto, not {text!r}")
+
+
+def decoder_processes(jobs: int | None, capture: str) -> int:
+    """Decoder processes for ``kwsniff tui CAPTURE -j jobs`` (None: auto, see the ``-j``
+    help; the loader may still use one: compressed capture, plugins, one CPU)."""
+    if jobs is not None:
+        return jobs
+    import os
+
+    from kwsniff.commands.parallel import SUMMARY_MIN_BYTES, _idle_cpus, _usable_cpus
+    try:
+        if os.stat(capture).st_size < SUMMARY_MIN_BYTES:
+            return 1
+    except OSError:
+        return 1
+    # only when a second core is idle now: on a busy machine the row builder would share
+    # a core with others and loading would take longer than with one process
+    if _usable_cpus() < 2 or int(_idle_cpus() + 0.5) < 2:
+        return 1
+    return 2
 
 
 def _options(args: argparse.Namespace, live: bool) -> object:
@@ -108,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         app = KwsniffApp(capture=args.capture, options=_options(args, live=False),
                          plugin_args=plugin_args, display_filter=args.display_filter,
                          max_exchanges=args.max_exchanges, spill_dir=args.spill_dir,
-                         decoders=args.jobs)
+                         decoders=decoder_processes(args.jobs, args.capture))
         app.run()
         return _report(app)
 

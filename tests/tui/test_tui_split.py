@@ -204,3 +204,35 @@ def test_the_row_builder_reports_an_engine_that_ended_early(tmp_path: Path) -> N
     assert sent[-1] == ("done", None,
                         "the engine process ended before the end of the capture", [], [])
     loader.close()
+
+
+def test_how_many_decoder_processes_the_command_asks_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kwsniff tui -j``: 1 or 2 as given; auto (the default) two for a capture of
+    64 MB or more when two CPUs are idle at the start, else one."""
+    import argparse
+
+    from kwsniff.commands import parallel
+    from kwsniff.commands import tui as tui_cmd
+
+    parser = argparse.ArgumentParser()
+    tui_cmd.add_arguments(parser)
+    assert parser.parse_args(["x.pcap"]).jobs is None
+    assert parser.parse_args(["x.pcap", "-j", "auto"]).jobs is None
+    assert parser.parse_args(["x.pcap", "-j", "2"]).jobs == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["x.pcap", "-j", "3"])
+
+    small = ALL_PCAPS[0]
+    big = tmp_path / "big.pcap"
+    with open(big, "wb") as fh:
+        fh.truncate(parallel.SUMMARY_MIN_BYTES)
+    monkeypatch.setattr(parallel, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "_idle_cpus", lambda: 1.9)
+    assert tui_cmd.decoder_processes(1, str(big)) == 1
+    assert tui_cmd.decoder_processes(2, str(small)) == 2
+    assert tui_cmd.decoder_processes(None, str(big)) == 2
+    assert tui_cmd.decoder_processes(None, str(small)) == 1
+    assert tui_cmd.decoder_processes(None, str(tmp_path / "missing.pcap")) == 1
+    monkeypatch.setattr(parallel, "_idle_cpus", lambda: 1.2)        # one core busy
+    assert tui_cmd.decoder_processes(None, str(big)) == 1
