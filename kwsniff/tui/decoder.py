@@ -221,26 +221,30 @@ class _Run:
         raws: list[int] = []
         size = 0
         try:
-            for ex in exchanges:
-                if ex.problems or (ex.request is not None and ex.request.problems) or \
-                        (ex.response is not None and ex.response.problems):
-                    self.exchange_problems += len(ex.all_problems())
-                record, raw = pack(ex)
-                if not record:
-                    record = _unshipped(ex)
-                records.append(record)
-                raws.append(raw)
-                size += len(record)
-                if len(records) >= LINK_BATCH or size >= LINK_BYTES or \
-                        time.monotonic() >= self._next_publish:
+            try:
+                for ex in exchanges:
+                    if ex.problems or (ex.request is not None and ex.request.problems) or \
+                            (ex.response is not None and ex.response.problems):
+                        self.exchange_problems += len(ex.all_problems())
+                    record, raw = pack(ex)
+                    if not record:
+                        record = _unshipped(ex)
+                    records.append(record)
+                    raws.append(raw)
+                    size += len(record)
+                    if len(records) >= LINK_BATCH or size >= LINK_BYTES or \
+                            time.monotonic() >= self._next_publish:
+                        batch, records, raws, size = pack_batch(records, raws), [], [], 0
+                        link(batch)
+                        self.publish()
+                    if stopped():
+                        break
+            finally:
+                # also after an error (which this process reports): the row builder
+                # shows what was decoded and ends without one of its own
+                if records:
                     link(pack_batch(records, raws))
-                    records, raws, size = [], [], 0
-                    self.publish()
-                if stopped():
-                    break
-            if records:
-                link(pack_batch(records, raws))
-            link(b"")
+                link(b"")
         except BrokenPipeError:
             pass                # the row builder is gone: the UI stopped the run
 

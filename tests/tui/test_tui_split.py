@@ -236,3 +236,35 @@ def test_how_many_decoder_processes_the_command_asks_for(
     assert tui_cmd.decoder_processes(None, str(tmp_path / "missing.pcap")) == 1
     monkeypatch.setattr(parallel, "_idle_cpus", lambda: 1.2)        # one core busy
     assert tui_cmd.decoder_processes(None, str(big)) == 1
+
+
+def test_an_engine_error_is_reported_once_with_the_rows_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error in the engine process of a two-process run: the link still ends (the row
+    builder shows the rows made before it, without an error of its own) and the engine
+    process's last message carries the error."""
+    path = PCAPS / "insights-groups.pcap"
+    loader = Loader(path=str(path), spill_dir=str(tmp_path), workers=2)
+    real = decoder_mod._Run._measured
+
+    def failing(self: Any, source: Any, size: int, overhead: int) -> Any:
+        for n, pkt in enumerate(real(self, source, size, overhead)):
+            if n == 600:
+                raise RuntimeError("boom")
+            yield pkt
+
+    monkeypatch.setattr(decoder_mod._Run, "_measured", failing)
+    batches: list[bytes] = []
+    sent0: list[tuple[Any, ...]] = []
+    decode(dataclasses.replace(loader.job, worker=0), sent0.append, lambda: False,
+           batches.append)
+    assert batches[-1] == b""
+    assert sent0[-1][0] == "done" and "boom" in sent0[-1][2]
+    sent1: list[tuple[Any, ...]] = []
+    decode(dataclasses.replace(loader.job, worker=1), sent1.append, lambda: False,
+           iter(batches))
+    shipped = sum(len(unpack_batch(b)[0]) for b in batches[:-1])
+    assert shipped > 0
+    assert sum(len(m[1]) for m in sent1 if m[0] == "rows") == shipped
+    assert sent1[-1] == ("done", None, None, [], [])
+    loader.close()
