@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import textwrap
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -674,9 +675,16 @@ def _count_steps(out: str | None, charts: str, report_dir: str | None) -> int:
 def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
                  options: AnalysisOptions | None = None, *, fmt: str = "auto",
                  charts: str = "both", top: int = 10, report_dir: str | None = None,
-                 progress: Progress | None = None) -> AnalysisResult:
+                 progress: Progress | None = None,
+                 spark_done: Callable[[AnalysisResult], None] | None = None
+                 ) -> AnalysisResult:
     """Run all jobs over ``inputs`` (see the module contract); ``progress`` reports one
-    line per step (reading, each job, summary, writing, charts, report)."""
+    line per step (reading, each job, summary, writing, charts, report). With a local
+    report directory ``spark_done`` (when given) is called with the result as soon as
+    Spark is no longer needed — the tables are written and the charts' data is in,
+    before the charts are drawn — and may release the result and stop Spark while the
+    driver draws (the result's ``tables`` are then unusable); otherwise it is not
+    called."""
     opts = options or AnalysisOptions()
     steps = progress if progress is not None else Progress.off()
     steps.total = _count_steps(out, charts, report_dir)
@@ -788,7 +796,12 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
             os.remove(report)
         if chart_data is not None:
             with steps.step("charts"):
-                result.charts = _charts(chart_data.result(), chart_dir, step)
+                data = chart_data.result()
+                if spark_done is not None:
+                    spark_done(result)
+                result.charts = _charts(data, chart_dir, step)
+        elif spark_done is not None:
+            spark_done(result)
     if charts in ("html", "both"):
         with steps.step("HTML report"):
             with open(report, "w", encoding="utf-8") as fh:
