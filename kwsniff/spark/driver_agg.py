@@ -92,7 +92,8 @@ class NotExact(Exception):
 
 
 def percentile(values: list[float], p: float, accuracy: int) -> float | None:
-    """Spark 4's ``percentile_approx(values, p, accuracy)`` where it is exact, else None.
+    """Spark's ``percentile_approx(values, p, accuracy)`` where its sketch is exact (read
+    from Spark 4.3; tests/spark/test_analyze.py checks it against the running Spark).
 
     Spark keeps a Greenwald-Khanna summary (``QuantileSummaries``, relative error
     ``1 / accuracy``). A value enters it with a rank uncertainty of
