@@ -19,6 +19,7 @@ import argparse
 import sys
 import threading
 import time
+from typing import Any
 
 from kwsniff.errors import UserError
 
@@ -136,16 +137,33 @@ def run(args: argparse.Namespace) -> int:
     if args.charts != "none":
         _preload_charts()
     print("starting Spark ...", file=sys.stderr, flush=True)
+    from pyspark.sql import SparkSession
+
+    # a session of the caller (in-process runs) is left running; one started here is
+    # stopped while the charts are drawn (run_analysis's spark_done), else at the end
+    owned = SparkSession.getActiveSession() is None
+    released: list[threading.Thread | None] = []
+
+    def spark_done(result: Any) -> None:
+        result.release()
+        stopper = threading.Thread(target=spark.stop, name="kwsniff-stop-spark") \
+            if owned else None
+        if stopper is not None:
+            stopper.start()
+        released.append(stopper)
+
     with session_scope(args.master, "kwsniff analyze", **settings) as spark:
         print(f"Spark started in {time.monotonic() - started:.1f} s", file=sys.stderr,
               flush=True)
         try:
             result = run_analysis(spark, list(args.exports), args.out, options, fmt=args.format,
                                   charts=args.charts, top=args.top, report_dir=args.report_dir,
-                                  progress=Progress(0))
+                                  progress=Progress(0), spark_done=spark_done)
         except UserError:
+            _join(released)
             raise
         except Exception as err:  # noqa: BLE001 - Spark errors: report their first line
+            _join(released)
             if type(err).__name__ in ("AnalysisException", "PySparkException",
                                       "Py4JJavaError", "SparkRuntimeException"):
                 first = str(err).strip().splitlines()[0] if str(err).strip() else ""
@@ -165,5 +183,13 @@ def run(args: argparse.Namespace) -> int:
             for reason, count in result.counts.get("rejected", {}).items():
                 print(f"skipped {count} {reason}", file=sys.stderr)
         finally:
-            result.release()
+            if not released:
+                result.release()
+            _join(released)
     return 0
+
+
+def _join(released: list[threading.Thread | None]) -> None:
+    """Wait for the Spark stop :func:`run`'s ``spark_done`` started, if it did."""
+    if released and released[0] is not None:
+        released[0].join()

@@ -2,7 +2,7 @@
 
 Contract: :func:`run_analysis` reads the exports (:func:`kwsniff.spark.load.load_exports`),
 computes the tables of every job in :data:`JOBS` (the jobs run side by side, one driver
-thread each; a table is persisted when it is read more than once), and with
+thread each; a table is persisted when Spark reads it more than once), and with
 ``out`` set writes them (:mod:`kwsniff.spark.output`), the text summary
 (``OUT/summary.txt``), PNG charts (``OUT/charts/*.png``) and a self-contained HTML
 report (``OUT/report.html``) per ``charts`` (``png``, ``html``, ``both`` or ``none``).
@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kwsniff.spark import output
+from kwsniff.spark import driver_agg, output
 from kwsniff.spark.jobs import (
     AnalysisOptions,
     errors,
@@ -86,7 +86,31 @@ class AnalysisResult:
 
 # ------------------------------------------------------------------------------ summary
 
-SUMMARY: tuple[tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame] | None], ...] = (
+#: A section's own order: per key the columns it sorts by (their sum when several) and
+#: whether descending; Spark's null placement (first ascending, last descending).
+Order = tuple[tuple[tuple[str, ...], bool], ...]
+
+
+def _order(*keys: str | tuple[tuple[str, ...], bool]) -> Order:
+    return tuple(((k,), False) if isinstance(k, str) else k for k in keys)
+
+
+def _desc(*columns: str) -> tuple[tuple[str, ...], bool]:
+    return (columns, True)
+
+
+def _spark_order(df: DataFrame, order: Order) -> DataFrame:
+    """``df`` ordered by ``order`` in Spark (:func:`driver_agg.sort_rows` on the driver)."""
+    cols = []
+    for columns, desc in order:
+        expr = F.col(columns[0])
+        for c in columns[1:]:
+            expr = expr + F.col(c)
+        cols.append(expr.desc() if desc else expr.asc())
+    return df.orderBy(*cols)
+
+
+SUMMARY: tuple[tuple[str, str, tuple[str, ...], Order | None], ...] = (
     ("Latency by API and version (paired exchanges, ms)", "latency_by_api",
      ("api_name", "api_version", "exchanges", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"),
      None),
@@ -98,8 +122,7 @@ SUMMARY: tuple[tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame]
      ("topic", "exchanges", "p50_ms", "p90_ms", "p99_ms", "max_ms"), None),
     ("Busiest partitions (whole capture)", "partition_totals",
      ("direction", "topic", "partition", "requests", "records", "bytes", "first_ts", "last_ts"),
-     lambda df: df.orderBy(F.desc("bytes"), F.desc("records"), "direction", "topic",
-                           "partition")),
+     _order(_desc("bytes"), _desc("records"), "direction", "topic", "partition")),
     ("Errors by code", "errors_by_code",
      ("error_name", "error_code", "exchanges", "occurrences", "apis", "first_ts", "last_ts"),
      None),
@@ -130,26 +153,24 @@ SUMMARY: tuple[tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame]
      "e2e_latency",
      ("capture", "group", "topic", "partition", "batches", "records", "p50_ms", "p90_ms",
       "p99_ms", "max_ms"),
-     lambda df: df.orderBy("capture", "group", "topic", "partition")),
+     _order("capture", "group", "topic", "partition")),
     ("Records produced in the capture but never seen fetched", "e2e_never_fetched",
      ("capture", "topic", "partition", "records"),
-     lambda df: df.orderBy(F.desc("records"), "capture", "topic", "partition")),
+     _order(_desc("records"), "capture", "topic", "partition")),
     ("Consumer lag at the end of each capture (lag: high watermark - committed offset)",
      "lag_partitions",
      ("capture", "group", "topic", "partition", "high_watermark", "committed", "position",
       "lag", "position_lag", "max_lag", "commits"),
-     lambda df: df.orderBy(F.desc_nulls_last("lag"), "capture", "group", "topic",
-                           "partition")),
+     _order(_desc("lag"), "capture", "group", "topic", "partition")),
     ("Rebalances (generations per group)", "rebalance_generations",
      ("capture", "group", "generation", "start_ts", "duration_ms", "protocol",
       "leader_client_id", "member_count", "trigger"),
-     lambda df: df.orderBy("capture", "group", "generation")),
+     _order("capture", "group", "generation")),
     ("Producer health (idempotent and transactional producers)", "producer_health",
      ("capture", "producer_id", "client_id", "transactional_id", "batches", "retries",
       "out_of_order", "unanswered_requests", "written_twice", "error_count"),
-     lambda df: df.orderBy(F.desc(F.col("retries") + F.col("out_of_order")
-                                  + F.col("written_twice") + F.col("error_count")),
-                           "capture", "producer_id")),
+     _order(_desc("retries", "out_of_order", "written_twice", "error_count"), "capture",
+            "producer_id")),
 )
 INSIGHT_SECTIONS = ("e2e_latency", "e2e_never_fetched", "lag_partitions",
                     "rebalance_generations", "producer_health")
@@ -201,12 +222,12 @@ def _utc(ts: float | None) -> str:
         + " UTC"
 
 
-def _section(spec: tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame] | None],
+def _section(spec: tuple[str, str, tuple[str, ...], Order | None],
              df: DataFrame, top: int) -> Section:
     """One summary table: its first max(top, HTML_ROWS) rows in one action (a count
     only when there are more)."""
     title, _name, columns, order = spec
-    ordered = order(df) if order is not None else df
+    ordered = _spark_order(df, order) if order is not None else df
     limit = max(top, HTML_ROWS)
     rows = [tuple(r[c] for c in columns)
             for r in ordered.select(*columns).limit(limit + 1).collect()]
@@ -225,17 +246,25 @@ def _plain(dtype: T.DataType) -> bool:
     return isinstance(dtype, _PLAIN_TYPES)
 
 
-def _section_of(spec: tuple[str, str, tuple[str, ...], Callable[[DataFrame], DataFrame] | None],
+def _section_of(spec: tuple[str, str, tuple[str, ...], Order | None],
                 df: DataFrame, table: Any, top: int) -> Section | None:
     """:func:`_section` from ``table``, the whole of ``df`` collected as Arrow (no Spark
-    action); None when the section sorts the table its own way or shows a column whose
-    Arrow values differ from a Row's (structs, maps, timestamps)."""
+    action; a section with its own order sorted on the driver); None when it shows or
+    sorts by a column whose Arrow values differ from a Row's (structs, maps,
+    timestamps), or when its order has ties (:func:`driver_agg.sort_rows`)."""
     title, _name, columns, order = spec
     types = {f.name: f.dataType for f in df.schema.fields}
-    if order is not None or not all(_plain(types[c]) for c in columns):
+    keys = [c for cols, _descending in order or () for c in cols]
+    if not all(_plain(types[c]) for c in (*columns, *keys)):
         return None
     limit = max(top, HTML_ROWS)
-    rows = list(zip(*(table.column(c).slice(0, limit).to_pylist() for c in columns)))
+    if order is None:
+        rows = list(zip(*(table.column(c).slice(0, limit).to_pylist() for c in columns)))
+    else:
+        ordered = driver_agg.sort_rows(driver_agg.rows(table, (*columns, *keys)), order)
+        if ordered is None:
+            return None
+        rows = [tuple(r[c] for c in columns) for r in ordered[:limit]]
     return Section(title, list(columns), rows, table.num_rows, top)
 
 
@@ -254,16 +283,26 @@ def _per(step: float) -> str:
         else f"{step / 3600:g} h"
 
 
+def _spark_agg(agg: driver_agg.Agg) -> Any:
+    """The Spark aggregate of a :data:`driver_agg.Agg`."""
+    kind, column = agg[0], agg[1]
+    if kind == "pct":
+        return F.percentile_approx(column, agg[2], agg[3])
+    return {"sum": F.sum, "max": F.max, "count": F.count}[kind](column)
+
+
 def _ranked(df: DataFrame, keys: list[str], key: str, epoch: str, step: float,
-            **values: Any) -> DataFrame:
+            **values: driver_agg.Agg) -> DataFrame:
     """The one Spark aggregation behind a chart: ``df`` aggregated per ``keys`` (the
     chart's panels, may be empty), ``key`` (its series) and per ``step`` seconds of
-    ``epoch`` (column ``_x``), one column per keyword of ``values`` (name -> aggregate
-    Column), cut to the series that are among the top TOP_SERIES of at least one value
-    column by total (nulls count nothing, ties by ``key``, a missing key last); column
-    ``_r_<name>`` is that series' rank for ``<name>`` (:func:`_top_series` reads it)."""
+    ``epoch`` (column ``_x``), one column per keyword of ``values`` (name -> aggregate,
+    :data:`driver_agg.Agg`), cut to the series that are among the top TOP_SERIES of at
+    least one value column by total (nulls count nothing, ties by ``key``, a missing key
+    last); column ``_r_<name>`` is that series' rank for ``<name>`` (:func:`_top_series`
+    reads it). :func:`driver_agg.ranked` computes the same rows on the driver."""
     coarse = df.withColumn("_x", F.floor(F.col(epoch) / step) * step) \
-        .groupBy(*keys, key, "_x").agg(*[col.alias(name) for name, col in values.items()])
+        .groupBy(*keys, key, "_x").agg(*[_spark_agg(agg).alias(name)
+                                         for name, agg in values.items()])
     totals = coarse.groupBy(*keys, key).agg(*[F.sum(name).alias(f"_t_{name}")
                                               for name in values])
     for name in values:
@@ -296,13 +335,6 @@ def _top_series(rows: list[Any], key: str, value: str,
     return out
 
 
-def _series(df: DataFrame, key: str, value: str, epoch: str, step: float,
-            agg: Callable[[Any], Any] = F.sum) -> dict[str, tuple[list[float], list[float]]]:
-    """The top TOP_SERIES series of ``df`` (by total ``value``), aggregated per ``step``
-    seconds; only buckets with data (the chart fills or breaks the rest). One action."""
-    return _top_series(_ranked(df, [], key, epoch, step, _y=agg(value)).collect(), key, "_y")
-
-
 def _split(rows: list[Any], column: str) -> dict[Any, list[Any]]:
     """Collected ``rows`` grouped by the value of ``column``."""
     out: dict[Any, list[Any]] = {}
@@ -314,7 +346,8 @@ def _split(rows: list[Any], column: str) -> dict[Any, list[Any]]:
 def _heatmap_pairs(pairs: DataFrame, clients: int, brokers: int) -> DataFrame:
     """``client_broker`` exchanges per client id and broker, cut to the rows of the top
     ``clients`` client ids or the top ``brokers`` brokers by exchanges (ties by name, a
-    missing one first); ``_rc``/``_rb`` are their ranks (one Spark action to collect)."""
+    missing one first); ``_rc``/``_rb`` are their ranks (one Spark action to collect;
+    :func:`driver_agg.heatmap_pairs` on the driver)."""
     cells = pairs.groupBy("client_id", "broker").agg(F.sum("exchanges").alias("exchanges"))
     out = cells.withColumn("_total", F.sum("exchanges").over(Window.partitionBy("client_id")))
     out = out.withColumn("_rc", F.dense_rank().over(
@@ -332,60 +365,175 @@ def _leaders(cells: list[Any], column: str, rank: str, n: int) -> list[Any]:
     return [first[k] for k in sorted(first)]
 
 
-#: The tables the charts query (:func:`_chart_data`). The overview (:func:`_overview`)
-#: reads ``statuses`` from its collected copy; a table that was not collected is
-#: persisted anyway.
+#: The tables the charts read (:func:`_chart_data`). With a local ``out`` they are read
+#: from their collected Arrow copies (persisted first only when the input is too big
+#: for every table to be sure to be collected); the overview (:func:`_overview`) reads
+#: ``statuses`` from its collected copy.
 REREAD = frozenset({"throughput", "fetch_lag", "committed_offsets",
                     "client_broker", "e2e_deliveries", "lag_timeline", "latency_by_api",
                     "requests_over_time", "errors_by_code", "group_generations",
                     "transactions_summary"})
 
 
-def _chart_data(tables: dict[str, DataFrame], step: float,
-                accuracy: int = 10_000) -> dict[str, Any]:
-    """Everything the charts draw, collected from the result tables (several Spark
-    actions at once from a few threads: each is small and mostly latency)."""
-    thr = tables["throughput"]
-    lag = tables["fetch_lag"].withColumn(
-        "series", F.concat_ws(" ", F.coalesce("client_id", F.lit("-")),
-                              F.concat("topic", F.lit("["), F.col("partition").cast("string"),
-                                       F.lit("]"))))
-    commits = tables["committed_offsets"].filter(F.col("error_name").isNull()).withColumn(
-        "series", F.concat_ws(" ", "group_id", F.concat("topic", F.lit("["),
-                                                        F.col("partition").cast("string"),
-                                                        F.lit("]"))))
-    pairs = tables["client_broker"]
-    e2e = tables["e2e_deliveries"].withColumn(
-        "series", F.concat_ws(" ", "group", "topic"))
-    lag_timeline = tables["lag_timeline"].withColumn(
-        "series", F.concat_ws(" ", "group", F.concat("topic", F.lit("["),
-                                                     F.col("partition").cast("string"),
-                                                     F.lit("]"))))
+def _series_key(kind: str, r: dict[str, Any]) -> str:
+    """A chart line's name, as the ``series`` columns of :func:`_chart_sources`."""
+    c = driver_agg.concat
+    if kind == "lag":
+        client = r["client_id"] if r["client_id"] is not None else "-"
+        return driver_agg.concat_ws(" ", client, c(r["topic"], "[", _str(r["partition"]), "]"))
+    if kind == "commits":
+        return driver_agg.concat_ws(" ", r["group_id"],
+                                    c(r["topic"], "[", _str(r["partition"]), "]"))
+    if kind == "e2e":
+        return driver_agg.concat_ws(" ", r["group"], r["topic"])
+    return driver_agg.concat_ws(" ", r["group"], c(r["topic"], "[", _str(r["partition"]), "]"))
 
-    queries: dict[str, Callable[[], Any]] = {
-        "latency": lambda: tables["latency_by_api"].limit(20).collect(),
-        "requests": lambda: _series(tables["requests_over_time"], "api_name", "requests",
-                                    "bucket_epoch", step),
-        "thr": lambda: _split(_ranked(thr, ["direction"], "topic", "bucket_epoch", step,
-                                      _y=F.sum("records")).collect(), "direction"),
-        "errors": lambda: tables["errors_by_code"].limit(20).collect(),
-        "lag": lambda: _series(lag, "series", "max_lag", "bucket_epoch", step, F.max),
-        "commits": lambda: _series(commits, "series", "committed_offset", "ts", step, F.max),
-        "generations": lambda: tables["group_generations"]
-        .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start").limit(30).collect(),
-        "transactions": lambda: tables["transactions_summary"].limit(30).collect(),
-        "e2e": lambda: _ranked(e2e, [], "series", "delivery_ts", step, **{
-            f"p{i}": F.percentile_approx("latency_ms", p, accuracy)
-            for i, p in enumerate(E2E_PERCENTILES)}).collect(),
-        "lag_timeline": lambda: _ranked(lag_timeline, [], "series", "ts", step,
-                                        lag=F.max("lag"),
-                                        position_lag=F.max("position_lag")).collect(),
-        "pairs": lambda: _heatmap_pairs(pairs, 15, 12).collect(),
+
+def _str(value: Any) -> str | None:
+    """Spark's cast of a long to string."""
+    return None if value is None else str(value)
+
+
+def _chart_sources(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
+    """The frames the time-series charts aggregate, with their ``series`` columns."""
+    return {
+        "lag": tables["fetch_lag"].withColumn(
+            "series", F.concat_ws(" ", F.coalesce("client_id", F.lit("-")),
+                                  F.concat("topic", F.lit("["),
+                                           F.col("partition").cast("string"), F.lit("]")))),
+        "commits": tables["committed_offsets"].filter(F.col("error_name").isNull())
+        .withColumn("series", F.concat_ws(" ", "group_id",
+                                          F.concat("topic", F.lit("["),
+                                                   F.col("partition").cast("string"),
+                                                   F.lit("]")))),
+        "e2e": tables["e2e_deliveries"].withColumn("series", F.concat_ws(" ", "group", "topic")),
+        "lag_timeline": tables["lag_timeline"].withColumn(
+            "series", F.concat_ws(" ", "group", F.concat("topic", F.lit("["),
+                                                         F.col("partition").cast("string"),
+                                                         F.lit("]")))),
     }
-    with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-charts") as pool:
-        futures = {name: pool.submit(query) for name, query in queries.items()}
-        data = {name: future.result() for name, future in futures.items()}
-    thr_rows = data.pop("thr")
+
+
+def _chart_queries(tables: dict[str, DataFrame], step: float,
+                   accuracy: int) -> dict[str, tuple[str, Any, Any]]:
+    """Per chart query: the table it reads, its Spark query (a callable returning the
+    collected rows) and its driver-side twin (a callable taking the rows of the
+    collected table, returning the same rows or None: :mod:`driver_agg`)."""
+    src = _chart_sources(tables)
+    e2e_values = {f"p{i}": ("pct", "latency_ms", p, accuracy)
+                  for i, p in enumerate(E2E_PERCENTILES)}
+    timeline_values = {"lag": ("max", "lag"), "position_lag": ("max", "position_lag")}
+
+    def first(name: str, n: int) -> tuple[str, Any, Any]:
+        return (name, lambda: tables[name].limit(n).collect(), lambda rows: rows[:n])
+
+    def with_series(kind: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if kind == "commits":
+            rows = [r for r in rows if r["error_name"] is None]
+        for r in rows:
+            r["series"] = _series_key(kind, r)
+        return rows
+
+    def generations(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        ordered = driver_agg.sort_rows([r for r in rows if r["rebalance_ms"] is not None],
+                                       _order("join_start"))
+        return None if ordered is None else ordered[:30]
+
+    def series(kind: str, key: str, epoch: str, values: dict[str, driver_agg.Agg]) -> Any:
+        return lambda rows: driver_agg.ranked(with_series(kind, rows), [], key, epoch, step,
+                                              values, TOP_SERIES)
+
+    return {
+        "latency": first("latency_by_api", 20),
+        "requests": ("requests_over_time",
+                     lambda: _ranked(tables["requests_over_time"], [], "api_name",
+                                     "bucket_epoch", step, _y=("sum", "requests")).collect(),
+                     lambda rows: driver_agg.ranked(rows, [], "api_name", "bucket_epoch", step,
+                                                    {"_y": ("sum", "requests")}, TOP_SERIES)),
+        "thr": ("throughput",
+                lambda: _ranked(tables["throughput"], ["direction"], "topic", "bucket_epoch",
+                                step, _y=("sum", "records")).collect(),
+                lambda rows: driver_agg.ranked(rows, ["direction"], "topic", "bucket_epoch",
+                                               step, {"_y": ("sum", "records")}, TOP_SERIES)),
+        "errors": first("errors_by_code", 20),
+        "lag": ("fetch_lag",
+                lambda: _ranked(src["lag"], [], "series", "bucket_epoch", step,
+                                _y=("max", "max_lag")).collect(),
+                series("lag", "series", "bucket_epoch", {"_y": ("max", "max_lag")})),
+        "commits": ("committed_offsets",
+                    lambda: _ranked(src["commits"], [], "series", "ts", step,
+                                    _y=("max", "committed_offset")).collect(),
+                    series("commits", "series", "ts", {"_y": ("max", "committed_offset")})),
+        "generations": ("group_generations",
+                        lambda: tables["group_generations"]
+                        .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start")
+                        .limit(30).collect(), generations),
+        "transactions": first("transactions_summary", 30),
+        "e2e": ("e2e_deliveries",
+                lambda: _ranked(src["e2e"], [], "series", "delivery_ts", step,
+                                **e2e_values).collect(),
+                series("e2e", "series", "delivery_ts", e2e_values)),
+        "lag_timeline": ("lag_timeline",
+                         lambda: _ranked(src["lag_timeline"], [], "series", "ts", step,
+                                         **timeline_values).collect(),
+                         series("lag_timeline", "series", "ts", timeline_values)),
+        "pairs": ("client_broker", lambda: _heatmap_pairs(tables["client_broker"], 15, 12)
+                  .collect(), lambda rows: driver_agg.heatmap_pairs(rows, 15, 12)),
+    }
+
+
+#: The columns each chart query's driver-side twin reads.
+_CHART_COLUMNS = {
+    "latency_by_api": ("api_name", "api_version", "p50_ms", "p90_ms", "p99_ms", "max_ms"),
+    "requests_over_time": ("api_name", "bucket_epoch", "requests"),
+    "throughput": ("direction", "topic", "bucket_epoch", "records"),
+    "errors_by_code": ("error_name", "occurrences"),
+    "fetch_lag": ("client_id", "topic", "partition", "bucket_epoch", "max_lag"),
+    "committed_offsets": ("group_id", "topic", "partition", "error_name", "ts",
+                          "committed_offset"),
+    "group_generations": ("group_id", "generation", "join_start", "rebalance_ms"),
+    "transactions_summary": ("transactional_id", "committed", "aborted", "open"),
+    "e2e_deliveries": ("group", "topic", "delivery_ts", "latency_ms"),
+    "lag_timeline": ("group", "topic", "partition", "ts", "lag", "position_lag"),
+    "client_broker": ("client_id", "broker", "exchanges"),
+}
+
+
+def _chart_rows(tables: dict[str, DataFrame], step: float, accuracy: int = 10_000,
+                collected: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The rows every chart query returns: from the collected Arrow copy of its table
+    (``collected``: name -> pyarrow Table) on the driver where there is one and the
+    driver can promise Spark's result (:mod:`driver_agg`), else by a Spark action
+    (several at once from a few threads: each is small and mostly latency)."""
+    queries = _chart_queries(tables, step, accuracy)
+    data: dict[str, Any] = {}
+    for name, (table, _spark, local) in queries.items():
+        arrow = (collected or {}).get(table)
+        if arrow is not None:
+            got = local(driver_agg.rows(arrow, _CHART_COLUMNS[table]))
+            if got is not None:
+                data[name] = got
+    rest = [name for name in queries if name not in data]
+    if rest:
+        with ThreadPoolExecutor(WRITERS, thread_name_prefix="kwsniff-charts") as pool:
+            futures = {name: pool.submit(queries[name][1]) for name in rest}
+            data.update({name: future.result() for name, future in futures.items()})
+    return data
+
+
+def _chart_data(tables: dict[str, DataFrame], step: float, accuracy: int = 10_000,
+                collected: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the charts draw: :func:`_chart_rows` shaped by :func:`_chart_shape`."""
+    return _chart_shape(_chart_rows(tables, step, accuracy, collected))
+
+
+def _chart_shape(rows: dict[str, Any]) -> dict[str, Any]:
+    """The rows of the chart queries (:func:`_chart_rows`) as :func:`_charts` draws them."""
+    data = dict(rows)
+    data["requests"] = _top_series(data["requests"], "api_name", "_y")
+    for name in ("lag", "commits"):
+        data[name] = _top_series(data[name], "series", "_y")
+    thr_rows = _split(data.pop("thr"), "direction")
     for d in ("produce", "fetch", "replica-fetch"):
         data[f"thr-{d}"] = _top_series(thr_rows.get(d, []), "topic", "_y")
     e2e_rows = data["e2e"]
@@ -527,9 +675,16 @@ def _count_steps(out: str | None, charts: str, report_dir: str | None) -> int:
 def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
                  options: AnalysisOptions | None = None, *, fmt: str = "auto",
                  charts: str = "both", top: int = 10, report_dir: str | None = None,
-                 progress: Progress | None = None) -> AnalysisResult:
+                 progress: Progress | None = None,
+                 spark_done: Callable[[AnalysisResult], None] | None = None
+                 ) -> AnalysisResult:
     """Run all jobs over ``inputs`` (see the module contract); ``progress`` reports one
-    line per step (reading, each job, summary, writing, charts, report)."""
+    line per step (reading, each job, summary, writing, charts, report). With a local
+    report directory ``spark_done`` (when given) is called with the result as soon as
+    Spark is no longer needed — the tables are written and the charts' data is in,
+    before the charts are drawn — and may release the result and stop Spark while the
+    driver draws (the result's ``tables`` are then unusable); otherwise it is not
+    called."""
     opts = options or AnalysisOptions()
     steps = progress if progress is not None else Progress.off()
     steps.total = _count_steps(out, charts, report_dir)
@@ -562,12 +717,16 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
         for name, df in job.compute(exports, opts).items():
             # names this table's Spark jobs (event log, UI): thread-local
             spark.sparkContext.setJobDescription(f"{JOB_TITLES[job]}: {name}")
-            # Persisted when read again: by the charts, the overview or a section with
-            # its own order, or by Spark's writes when the table is too big to collect.
-            again = name in REREAD or (name in specs and specs[name][3] is not None)
+            # Persisted when Spark reads it again: without a local ``out`` (the
+            # caller's tables), when it is too big to collect (Spark writes it; the
+            # charts or its section then query it) and, on an input too big for every
+            # table to be collected, up front when the charts or a section with its own
+            # order read it (its count fills the cache). A collected table serves the
+            # charts, the overview and its section from its Arrow copy.
+            again = big and (name in REREAD or (name in specs and specs[name][3] is not None))
             mine[name] = df.persist(StorageLevel.MEMORY_AND_DISK) if again or not collect \
                 else df
-            table = output.collect_small(mine[name], count_first=big and again) \
+            table = output.collect_small(mine[name], count_first=again) \
                 if collect else None
             if table is not None:
                 got[name] = table
@@ -606,9 +765,10 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
     draw = local_dir is not None and charts != "none"
     step = _chart_step(counts, opts.bucket)
     with ThreadPoolExecutor(1, thread_name_prefix="kwsniff-chart-data") as side:
-        # The charts' queries run while the tables are written (both are small actions
-        # on the persisted tables, mostly latency).
-        chart_data = side.submit(_chart_data, tables, step, opts.accuracy) if draw else None
+        # The charts' data is computed while the tables are written: on the driver from
+        # the collected tables, else by small Spark actions (mostly latency).
+        chart_data = side.submit(_chart_data, tables, step, opts.accuracy,
+                                 dict(collected)) if draw else None
         with steps.step(f"write {len(tables)} tables (Parquet, CSV)"):
             # Several small write jobs at once: each is mostly scheduling and commit
             # latency, which overlaps; Spark runs jobs of several threads side by side.
@@ -636,7 +796,12 @@ def run_analysis(spark: SparkSession, inputs: list[str], out: str | None,
             os.remove(report)
         if chart_data is not None:
             with steps.step("charts"):
-                result.charts = _charts(chart_data.result(), chart_dir, step)
+                data = chart_data.result()
+                if spark_done is not None:
+                    spark_done(result)
+                result.charts = _charts(data, chart_dir, step)
+        elif spark_done is not None:
+            spark_done(result)
     if charts in ("html", "both"):
         with steps.step("HTML report"):
             with open(report, "w", encoding="utf-8") as fh:

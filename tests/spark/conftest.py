@@ -67,13 +67,26 @@ def analysis_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def analysis(spark, export_paths: list[str], analysis_out: Path):  # noqa: ANN001, ANN201
+def spark_done_calls() -> list[tuple[list[str], list[str]]]:
+    """What the analysis fixture's ``spark_done`` saw, per call: the tables written and
+    the chart files present."""
+    return []
+
+
+@pytest.fixture(scope="session")
+def analysis(spark, export_paths: list[str], analysis_out: Path,  # noqa: ANN001, ANN201
+             spark_done_calls: list):
     """All analysis tables over all exports, written to ``analysis_out`` once."""
     from kwsniff.spark.analyze import run_analysis
     from kwsniff.spark.jobs import AnalysisOptions
 
+    def spark_done(result) -> None:  # noqa: ANN001
+        charts = analysis_out / "charts"
+        spark_done_calls.append((list(result.written),
+                                 sorted(p.name for p in charts.glob("*.png"))))
+
     result = run_analysis(spark, export_paths, str(analysis_out), AnalysisOptions(bucket=1.0),
-                          charts="both", top=5)
+                          charts="both", top=5, spark_done=spark_done)
     yield result
     result.release()
 

@@ -416,7 +416,7 @@ def test_chart_ranking_ties_nulls_and_panels(spark) -> None:  # noqa: ANN001
             ("p", "c", 0.0, None), ("q", "d", 1.0, 1), ("q", "d", 3.0, None)]
     rows += [("p", f"s{i}", 9.0, 1) for i in range(10)]
     df = spark.createDataFrame(rows, "panel string, k string, t double, y long")
-    got = _ranked(df, ["panel"], "k", "t", 1.0, y=F.max("y"), n=F.count("y")).collect()
+    got = _ranked(df, ["panel"], "k", "t", 1.0, y=("max", "y"), n=("count", "y")).collect()
     by_panel = {p: [r for r in got if r["panel"] == p] for p in ("p", "q")}
     top = _top_series(by_panel["p"], "k", "y")
     assert list(top) == ["a", "b", "None", "s0", "s1", "s2", "s3", "s4"]
@@ -433,3 +433,141 @@ def test_chart_ranking_ties_nulls_and_panels(spark) -> None:  # noqa: ANN001
     # b1 and b2 tie at 4 exchanges (b1 first by name); w on b3 is in neither top
     assert ranks == {("x", "b1"): (1, 1), (None, "b1"): (3, 1), ("y", "b2"): (2, 2),
                      ("x", "b2"): (1, 2)}
+
+
+# ------------------------------------------------- chart data and sections on the driver
+
+def _plain_rows(rows: list, columns: tuple[str, ...] | None = None) -> list[tuple]:
+    """Collected rows (Rows or dicts) as tuples of ``columns`` (default: every column but
+    the ones a driver twin does not read)."""
+    out = []
+    for r in rows:
+        d = r.asDict() if hasattr(r, "asDict") else dict(r)
+        out.append(tuple(d[c] for c in columns) if columns else tuple(sorted(d.items())))
+    return out
+
+
+def test_chart_data_from_collected_tables_equals_spark(analysis) -> None:  # noqa: ANN001
+    """Every chart query's driver-side twin, over the collected Arrow copy of its table,
+    returns the rows of the Spark query (no fallback on the samples), and the chart data
+    built from them is the same."""
+    from kwsniff.spark import analyze, output
+
+    collected = {name: output.collect_small(analysis.tables[name])
+                 for name in analyze._CHART_COLUMNS}
+    step = 7.0       # several 1-s buckets per chart point
+    ordered = {"latency", "errors", "generations", "transactions"}
+    local_rows, spark_rows = {}, {}
+    for name, (table, spark_query, local) in \
+            analyze._chart_queries(analysis.tables, step, 10_000).items():
+        got = local(analyze.driver_agg.rows(collected[table], analyze._CHART_COLUMNS[table]))
+        assert got is not None, name
+        want = spark_query()
+        local_rows[name], spark_rows[name] = got, want
+        if name in ordered:
+            columns = analyze._CHART_COLUMNS[table]
+            assert _plain_rows(got, columns) == _plain_rows(want, columns), name
+        else:
+            columns = tuple(want[0].asDict()) if want else ()
+            assert sorted(_plain_rows(got, columns), key=repr) == \
+                sorted(_plain_rows(want, columns), key=repr), name
+    # analyze's own path takes every one from the collected tables
+    assert analyze._chart_rows(analysis.tables, step, 10_000, collected) == local_rows
+    local, remote = analyze._chart_shape(local_rows), analyze._chart_shape(spark_rows)
+    assert local.keys() == remote.keys()
+    for name, value in local.items():
+        if name in ordered or name == "pairs":   # rows: the columns the charts read
+            columns = tuple(value[0]) if value else ()
+            assert sorted(_plain_rows(value, columns), key=repr) == \
+                sorted(_plain_rows(remote[name], columns), key=repr), name
+            if name in ordered:
+                assert _plain_rows(value, columns) == _plain_rows(remote[name], columns), name
+        else:
+            assert value == remote[name], name
+
+
+def test_sorted_sections_from_collected_tables_equal_spark(analysis) -> None:  # noqa: ANN001
+    """A summary section with its own order, sorted on the driver from the collected
+    table, equals the one Spark sorts."""
+    from kwsniff.spark import analyze, output
+
+    specs = [spec for spec in analyze.SUMMARY if spec[3] is not None]
+    assert len(specs) == 6
+    for spec in specs:
+        df = analysis.tables[spec[1]]
+        section = analyze._section_of(spec, df, output.collect_small(df), 3)
+        assert section is not None, spec[1]
+        assert section == analyze._section(spec, df, 3), spec[1]
+
+
+def test_driver_twins_on_ties_nulls_nan_and_percentiles(spark) -> None:  # noqa: ANN001
+    """The driver-side ranking, heatmap, sort and percentile equal Spark's on ties,
+    nulls, NaN and repeated values; where they cannot promise that they say None."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from kwsniff.spark import driver_agg
+    from kwsniff.spark.analyze import _desc, _heatmap_pairs, _order, _ranked, _spark_order
+
+    schema = "panel string, k string, t double, y long, v double"
+    rows = [("p", "b", 2.0, 5, 1.5), ("p", "b", 0.0, 1, 2.5), ("p", "a", 0.0, 6, 0.25),
+            ("p", None, 0.0, 6, None), ("p", "c", 0.0, None, 3.0), ("q", "d", 1.0, 1, 4.0),
+            ("q", "d", 3.0, None, None), ("q", "e", 3.5, 2, 5.0), ("q", None, None, 3, 1.0)]
+    rows += [("p", f"s{i}", 9.0 + i, 1, 100.0 + i) for i in range(10)]
+    df = spark.createDataFrame(rows, schema)
+    dicts = [dict(zip(("panel", "k", "t", "y", "v"), r)) for r in rows]
+    values = {"y": ("max", "y"), "n": ("count", "y"), "s": ("sum", "y"),
+              "m": ("pct", "v", 0.5, 10_000)}
+    for step in (1.0, 2.5):
+        want = _ranked(df, ["panel"], "k", "t", step, **values).collect()
+        got = driver_agg.ranked(dicts, ["panel"], "k", "t", step, values, 8)
+        assert got is not None
+        key = lambda r: repr(sorted(r.items()))  # noqa: E731
+        assert sorted(got, key=key) == sorted((r.asDict() for r in want), key=key)
+    # a sum of doubles ranks the series: near-equal totals are left to Spark
+    tie = [{"k": "a", "t": 0.0, "v": 0.1}, {"k": "a", "t": 1.0, "v": 0.2},
+           {"k": "b", "t": 0.0, "v": 0.3}]
+    assert driver_agg.ranked(tie, [], "k", "t", 1.0, {"v": ("max", "v")}, 8) is None
+    nan = [{"k": "a", "t": 0.0, "v": float("nan")}]
+    assert driver_agg.ranked(nan, [], "k", "t", 1.0, {"v": ("max", "v")}, 8) is None
+
+    pairs_rows = [("x", "b1", 2), (None, "b1", 2), ("y", "b2", 3), ("x", "b2", 1),
+                  ("w", "b3", 1), ("x", "b1", 4), ("z", None, 9)]
+    pairs = spark.createDataFrame(pairs_rows, "client_id string, broker string, exchanges long")
+    for clients, brokers in ((3, 1), (1, 3), (2, 2)):
+        want = [r.asDict() for r in _heatmap_pairs(pairs, clients, brokers).collect()]
+        got = driver_agg.heatmap_pairs(
+            [dict(zip(("client_id", "broker", "exchanges"), r)) for r in pairs_rows],
+            clients, brokers)
+        assert sorted(got, key=repr) == sorted(want, key=repr)
+
+    nan = float("nan")
+    table = [("a", 1, 2.0, 1, 0), ("b", None, nan, 2, 0), ("c", 3, None, None, 1),
+             ("d", 3, -0.5, 0, 4), ("e", 0, 0.0, 7, 2), ("f", None, 2.5, 1, 1)]
+    sdf = spark.createDataFrame(table, "n string, x long, d double, a long, b long")
+    dict_rows = [dict(zip(("n", "x", "d", "a", "b"), r)) for r in table]
+    for order in (_order("x", "n"), _order(_desc("x"), "n"), _order("d"), _order(_desc("d")),
+                  _order(_desc("a", "b"), "n"), _order("a", _desc("n"))):
+        want = [r["n"] for r in _spark_order(sdf, order).collect()]
+        got = driver_agg.sort_rows(dict_rows, order)
+        assert got is not None and [r["n"] for r in got] == want, order
+    assert driver_agg.sort_rows(dict_rows, _order("x")) is None      # two 3s, two nulls
+
+    # percentile_approx: exact below accuracy / 2 values per group, any order of rows
+    rng = random.Random(7)
+    accuracy = 40
+    groups = [(g, round(rng.uniform(-5, 50), rng.choice((0, 3))))
+              for g in range(12) for _ in range(rng.randint(1, 25))]
+    rng.shuffle(groups)
+    gdf = spark.createDataFrame(groups, "g long, v double").repartition(3)
+    for p in (0.01, 0.5, 0.9, 0.99):
+        want = {r["g"]: r["q"] for r in gdf.groupBy("g").agg(
+            F.percentile_approx("v", p, accuracy).alias("q")).collect()}
+        for g, q in want.items():
+            vals = [v for gg, v in groups if gg == g]
+            if 2 * len(vals) < accuracy:
+                assert driver_agg.percentile(vals, p, accuracy) == q, (g, p, len(vals))
+            else:
+                with pytest.raises(driver_agg.NotExact):
+                    driver_agg.percentile(vals, p, accuracy)

@@ -31,6 +31,16 @@ def test_every_table_is_written_as_parquet_and_csv(spark, analysis, analysis_out
     assert not list((analysis_out / "csv").glob(".*"))      # no staging left behind
 
 
+def test_spark_done_is_called_once_between_the_tables_and_the_charts(
+        analysis, analysis_out: Path, spark_done_calls) -> None:  # noqa: ANN001
+    """run_analysis's ``spark_done`` (the command line stops Spark there) comes once,
+    after every table is written and before any chart is drawn."""
+    assert spark_done_calls == [(analysis.written, [])]
+    assert sorted(analysis.written) == sorted(analysis.tables)
+    assert analysis.charts and all(Path(c).parent == analysis_out / "charts"
+                                   for c in analysis.charts)
+
+
 def test_summary_and_report(analysis, analysis_out: Path) -> None:  # noqa: ANN001
     summary = (analysis_out / "summary.txt").read_text(encoding="utf-8")
     assert summary == analysis.summary
