@@ -66,6 +66,13 @@ MAX_BATCH = 5000
 #: exchange records per link batch of a two-process run (and at most LINK_BYTES of them)
 LINK_BATCH = 512
 LINK_BYTES = 1 << 20
+#: batches the engine process may have made and not yet written to the link (bytes):
+#: a thread writes them, so the engine does not wait for a row builder that is busy
+#: for a moment (a repaint of the UI on its core)
+LINK_AHEAD = 32 << 20
+#: the row builder of a two-process run yields to the engine process (the pipeline's
+#: longest stage) and to the UI: on two cores the engine then keeps one to itself
+BUILDER_NICE = 5
 #: a record of an exchange that could not be pickled carries this problem more
 UNSHIPPED = "the decoded exchange could not be handed to the row builder process"
 #: per-packet record overhead of the capture formats, for the progress estimate
@@ -426,13 +433,18 @@ def child_main() -> None:
     threading.Thread(target=watch, name="stop-watch", daemon=True).start()
     link_conn: Connection | None = None
     link: Any = None
+    sender: _LinkSender | None = None
     if job.workers > 1 and job.link_fd >= 0:
         if job.worker == 0:
             link_conn = Connection(job.link_fd, readable=False)
-            link = link_conn.send_bytes
+            link = sender = _LinkSender(link_conn.send_bytes, LINK_AHEAD)
         else:
             link_conn = Connection(job.link_fd, writable=False)
             link = _received(link_conn)
+            try:
+                os.nice(BUILDER_NICE)
+            except OSError:
+                pass
     try:
         if job.plugin_args is not None:
             from kwsniff.plugin_api.cli import plugin_session
@@ -444,12 +456,73 @@ def child_main() -> None:
     except (BrokenPipeError, EOFError, OSError):
         pass          # the UI went away
     finally:
+        if sender is not None:
+            sender.close()          # what is queued goes out first
         for conn in (out, link_conn):
             try:
                 if conn is not None:
                     conn.close()
             except OSError:
                 pass
+
+
+class _LinkSender:
+    """The engine process's end of the link: ``sender(data)`` queues a batch for a
+    thread that writes it with ``write`` (blocking only while more than ``limit`` bytes
+    wait); raises BrokenPipeError once a write failed (the row builder is gone).
+    :meth:`close` waits until every queued batch is written (or writing failed)."""
+
+    def __init__(self, write: Callable[[bytes], Any], limit: int) -> None:
+        import threading
+        from collections import deque
+
+        self._write = write
+        self._limit = limit
+        self._queue: deque[bytes] = deque()
+        self._queued = 0
+        self._failed = False
+        self._closing = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="link-writer", daemon=True)
+        self._thread.start()
+
+    def __call__(self, data: bytes) -> None:
+        with self._cond:
+            while self._queued > self._limit and not self._failed:
+                self._cond.wait()
+            if self._failed:
+                raise BrokenPipeError("the row builder process is gone")
+            self._queue.append(data)
+            self._queued += len(data)
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                data = self._queue[0]
+            try:
+                self._write(data)
+            except OSError:          # (BrokenPipeError among them)
+                with self._cond:
+                    self._failed = True
+                    self._queue.clear()
+                    self._queued = 0
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._queue.popleft()
+                self._queued -= len(data)
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
 
 
 def _received(conn: Any) -> Iterator[bytes]:

@@ -50,6 +50,8 @@ from kwsniff.tui.store import ConnectionRow, ExchangeStore
 JOIN_SECONDS = 3.0
 SPILL_PREFIX = "kwsniff-tui-"
 LOCK_NAME = ".lock"
+#: pipe buffer asked of the kernel for the link of a two-process run (best effort)
+LINK_PIPE_SIZE = 1 << 20
 
 
 def split_workers(path: str | None, plugin_args: Any = None) -> int:
@@ -215,6 +217,11 @@ class Loader:
         out = []
         # two processes: the engine (0) writes the link, the row builder (1) reads it
         ends = list(reversed(os.pipe())) if self.workers > 1 else []
+        if ends:
+            try:
+                fcntl.fcntl(ends[1], fcntl.F_SETPIPE_SZ, LINK_PIPE_SIZE)
+            except (AttributeError, OSError):
+                pass                    # (the default size works, with less slack)
         try:
             for worker in range(self.workers):
                 fds = (ends[worker],) if ends else ()

@@ -268,3 +268,39 @@ def test_an_engine_error_is_reported_once_with_the_rows_before_it(
     assert sum(len(m[1]) for m in sent1 if m[0] == "rows") == shipped
     assert sent1[-1] == ("done", None, None, [], [])
     loader.close()
+
+
+def test_the_engine_process_writes_the_link_from_a_thread() -> None:
+    """The link sender queues batches for its writer thread in order, waits while more
+    than its limit is queued, turns a failed write into BrokenPipeError for the engine
+    loop (which then stops) and, closing, writes what is queued first."""
+    import threading
+
+    written: list[bytes] = []
+    gate = threading.Event()
+
+    def write(data: bytes) -> None:
+        gate.wait(10)
+        written.append(data)
+
+    sender = decoder_mod._LinkSender(write, limit=10)
+    sender(b"a" * 8)
+    sender(b"b" * 8)                       # 16 queued: over the limit, but accepted
+    blocked = threading.Thread(target=sender, args=(b"c" * 8,))
+    blocked.start()
+    blocked.join(0.3)
+    assert blocked.is_alive()              # waits for the writer
+    gate.set()
+    blocked.join(10)
+    sender.close()
+    assert written == [b"a" * 8, b"b" * 8, b"c" * 8]
+
+    def broken(data: bytes) -> None:
+        raise BrokenPipeError
+
+    failing = decoder_mod._LinkSender(broken, limit=1 << 20)
+    failing(b"x")
+    failing._thread.join(10)
+    with pytest.raises(BrokenPipeError):
+        failing(b"y")
+    failing.close()
