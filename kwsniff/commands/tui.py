@@ -62,11 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _jobs(text: str) -> int | None:
-    if text == "auto":
-        return None
-    if text in ("1", "2"):
-        return int(text)
-    raise argparse.ArgumentTypeError(f"must be 1, 2 or auto, not {text!r}")
+    """``-j``: decode's ``-j`` values (a number or "auto"), at most 2."""
+    from kwsniff.commands.decode import _jobs as decode_jobs
+
+    jobs = decode_jobs(text)
+    if jobs is not None and jobs > 2:
+        raise argparse.ArgumentTypeError(f"must be 1, 2 or auto, not {text!r}")
+    return jobs
 
 
 def decoder_processes(jobs: int | None, capture: str) -> int:

@@ -111,6 +111,14 @@ def unpack_batch(data: bytes) -> tuple[list[bytes], list[int]]:
     return records, raws
 
 
+def _problems(ex: Any) -> int:
+    """How many problems ``ex`` has, its messages' included (the run counters')."""
+    if ex.problems or (ex.request is not None and ex.request.problems) or \
+            (ex.response is not None and ex.response.problems):
+        return len(ex.all_problems())
+    return 0
+
+
 def _unshipped(ex: Any) -> bytes:
     """The record of an exchange that cannot be pickled: its addresses, status and
     problems (as text), and one problem more (:data:`UNSHIPPED`)."""
@@ -209,9 +217,7 @@ class _Run:
             # self.batch, not a local alias: publish() (also called between live packet
             # batches) replaces the list
             self.batch.append(builder.row(ex, facts))
-            if ex.problems or (ex.request is not None and ex.request.problems) or \
-                    (ex.response is not None and ex.response.problems):
-                self.exchange_problems += len(ex.all_problems())
+            self.exchange_problems += _problems(ex)
             stats_add(facts)
             if len(self.batch) >= MAX_BATCH or time.monotonic() >= self._next_publish:
                 self.publish()
@@ -230,9 +236,7 @@ class _Run:
         try:
             try:
                 for ex in exchanges:
-                    if ex.problems or (ex.request is not None and ex.request.problems) or \
-                            (ex.response is not None and ex.response.problems):
-                        self.exchange_problems += len(ex.all_problems())
+                    self.exchange_problems += _problems(ex)
                     record, raw = pack(ex)
                     if not record:
                         record = _unshipped(ex)
