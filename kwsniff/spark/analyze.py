@@ -439,44 +439,38 @@ def _chart_queries(tables: dict[str, DataFrame], step: float,
                                        _order("join_start"))
         return None if ordered is None else ordered[:30]
 
-    def series(kind: str, key: str, epoch: str, values: dict[str, driver_agg.Agg]) -> Any:
-        return lambda rows: driver_agg.ranked(with_series(kind, rows), [], key, epoch, step,
-                                              values, TOP_SERIES)
+    def ranked(table: str, source: DataFrame, groups: list[str], key: str, epoch: str,
+               values: dict[str, driver_agg.Agg], kind: str | None = None
+               ) -> tuple[str, Any, Any]:
+        """A ranked-series query, in Spark and on the driver (``kind``: the rows get
+        their series key, :func:`_series_key`, before ranking)."""
+        def local(rows: list[dict[str, Any]]) -> Any:
+            if kind is not None:
+                rows = with_series(kind, rows)
+            return driver_agg.ranked(rows, groups, key, epoch, step, values, TOP_SERIES)
+        return (table, lambda: _ranked(source, groups, key, epoch, step, **values).collect(),
+                local)
 
     return {
         "latency": first("latency_by_api", 20),
-        "requests": ("requests_over_time",
-                     lambda: _ranked(tables["requests_over_time"], [], "api_name",
-                                     "bucket_epoch", step, _y=("sum", "requests")).collect(),
-                     lambda rows: driver_agg.ranked(rows, [], "api_name", "bucket_epoch", step,
-                                                    {"_y": ("sum", "requests")}, TOP_SERIES)),
-        "thr": ("throughput",
-                lambda: _ranked(tables["throughput"], ["direction"], "topic", "bucket_epoch",
-                                step, _y=("sum", "records")).collect(),
-                lambda rows: driver_agg.ranked(rows, ["direction"], "topic", "bucket_epoch",
-                                               step, {"_y": ("sum", "records")}, TOP_SERIES)),
+        "requests": ranked("requests_over_time", tables["requests_over_time"], [], "api_name",
+                           "bucket_epoch", {"_y": ("sum", "requests")}),
+        "thr": ranked("throughput", tables["throughput"], ["direction"], "topic",
+                      "bucket_epoch", {"_y": ("sum", "records")}),
         "errors": first("errors_by_code", 20),
-        "lag": ("fetch_lag",
-                lambda: _ranked(src["lag"], [], "series", "bucket_epoch", step,
-                                _y=("max", "max_lag")).collect(),
-                series("lag", "series", "bucket_epoch", {"_y": ("max", "max_lag")})),
-        "commits": ("committed_offsets",
-                    lambda: _ranked(src["commits"], [], "series", "ts", step,
-                                    _y=("max", "committed_offset")).collect(),
-                    series("commits", "series", "ts", {"_y": ("max", "committed_offset")})),
+        "lag": ranked("fetch_lag", src["lag"], [], "series", "bucket_epoch",
+                      {"_y": ("max", "max_lag")}, "lag"),
+        "commits": ranked("committed_offsets", src["commits"], [], "series", "ts",
+                          {"_y": ("max", "committed_offset")}, "commits"),
         "generations": ("group_generations",
                         lambda: tables["group_generations"]
                         .filter(F.col("rebalance_ms").isNotNull()).orderBy("join_start")
                         .limit(30).collect(), generations),
         "transactions": first("transactions_summary", 30),
-        "e2e": ("e2e_deliveries",
-                lambda: _ranked(src["e2e"], [], "series", "delivery_ts", step,
-                                **e2e_values).collect(),
-                series("e2e", "series", "delivery_ts", e2e_values)),
-        "lag_timeline": ("lag_timeline",
-                         lambda: _ranked(src["lag_timeline"], [], "series", "ts", step,
-                                         **timeline_values).collect(),
-                         series("lag_timeline", "series", "ts", timeline_values)),
+        "e2e": ranked("e2e_deliveries", src["e2e"], [], "series", "delivery_ts", e2e_values,
+                      "e2e"),
+        "lag_timeline": ranked("lag_timeline", src["lag_timeline"], [], "series", "ts",
+                               timeline_values, "lag_timeline"),
         "pairs": ("client_broker", lambda: _heatmap_pairs(tables["client_broker"], 15, 12)
                   .collect(), lambda rows: driver_agg.heatmap_pairs(rows, 15, 12)),
     }
