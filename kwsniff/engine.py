@@ -218,7 +218,8 @@ class Engine:
 
     # ------------------------------------------------------------------ driving
     def run(self, source: Iterable[tuple]) -> Iterator[Exchange]:
-        """Decode ``source`` (packet tuples); yield exchanges in capture order."""
+        """Decode ``source`` (packet tuples); yield exchanges in capture order, keeping
+        no reference to an exchange once it was yielded."""
         tcp = TcpEventStream(source, self.options.tcp)
         self._tcp = tcp
         self.follow(tcp)
@@ -232,8 +233,8 @@ class Engine:
                 out = self._contain(ev, err)
             if out:
                 summary.packets = tcp.packets    # (kept current as exchanges come out)
-                yield from out
-        yield from self.finish()
+                yield from hand_over(out)
+        yield from hand_over(self.finish())
 
     def follow(self, tcp: TcpEventStream) -> None:
         """Take the connections ``tcp`` forgets, to count them then instead of keeping
@@ -903,6 +904,16 @@ class Engine:
         parts.extend((k, 2, 0, cs) for k, cs in out.items())
         parts.sort(key=lambda p: p[:3])
         return [p[3] for p in parts]
+
+
+def hand_over(out: list[Exchange]) -> Iterator[Exchange]:
+    """Yield the exchanges of ``out`` in order, the list letting go of each as it is
+    yielded (it ends empty). A long wait (a slow acks=all Produce) releases hundreds of
+    exchanges at once; iterating the list itself would keep those already output, and
+    the records their output decoded, alive until the last one was."""
+    out.reverse()
+    while out:
+        yield out.pop()
 
 
 def _keep(table: OrderedDict, key: int, value: Any, limit: int) -> None:

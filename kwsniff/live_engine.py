@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from kwsniff.engine import Engine, EngineOptions
+from kwsniff.engine import Engine, EngineOptions, hand_over
 from kwsniff.kafka.model import Exchange
 from kwsniff.kafka.ordering import Reorderer
 from kwsniff.tcp import TcpEventStream
@@ -104,7 +104,7 @@ class LiveDecoder:
                     for ev in events:
                         done = feed_event(ev)
                         if done:
-                            yield from done
+                            yield from hand_over(done)
                 self.packets += len(batch)
                 self.tcp.packets = summary.packets = self.packets
             now = clock()
@@ -112,8 +112,8 @@ class LiveDecoder:
                 next_sweep = now + self.sweep
                 done = engine.tick(now)
                 if done:
-                    yield from done
-        yield from self.finish()
+                    yield from hand_over(done)
+        yield from hand_over(self.finish())
 
     def finish(self) -> list[Exchange]:
         """Close every connection and release what is left (called by :meth:`run`)."""

@@ -247,15 +247,20 @@ def use_lane(engine: Any, selection: Selection) -> None:
 def capture_run(args: argparse.Namespace, display_filter: DisplayFilter | None,
                 lane: bool = False) -> Iterator[CaptureRun]:
     """Open the capture and set up the engine; the capture is closed afterwards.
-    ``lane``: summary lines through the summary lane (see :func:`summary_lane`)."""
+    ``lane``: summary lines through the summary lane (see :func:`summary_lane`). The
+    engine defers the bodies only output reads either way: the selection (or its lane)
+    decodes them as each exchange leaves the engine, so the exchanges the reorder buffer
+    holds back for capture order keep their raw frames only."""
     from kwsniff.capture import open_capture
     from kwsniff.engine import Engine
     options = engine_options(args)
-    options.defer_bodies = options.defer_bodies or lane
+    options.defer_bodies = True
     engine = Engine(options)
     selection = Selection(display_filter, getattr(args, "count", None))
     if lane:
         use_lane(engine, selection)
+    else:
+        selection.deferred = engine.ctx.annotate_ctx
     with open_capture(args.capture) as source:
         yield CaptureRun(source, engine, selection)
 

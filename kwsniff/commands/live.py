@@ -286,12 +286,16 @@ def run(args: argparse.Namespace) -> int:
         # the summary lane, which gives the same lines and counters
         lane = not args.output and summary_lane(args, display_filter)
         options = _engine_options(args, ports)
-        options.defer_bodies = lane
+        # (bodies only output reads are decoded as each exchange is selected: what
+        # waits for capture order keeps its raw frames only)
+        options.defer_bodies = True
         decoder = LiveDecoder(options,
                               on_batch=packets_out.write_batch if packets_out else None)
         selection = Selection(display_filter, args.count)
         if lane:
             use_lane(decoder.engine, selection)
+        else:
+            selection.deferred = decoder.engine.ctx.annotate_ctx
         printer = None if args.quiet else ExchangePrinter(out, args)
         jsonl = None
         encoder = None

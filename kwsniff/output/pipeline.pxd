@@ -10,6 +10,8 @@ cdef class Selection:
     cdef public object filter, lean, count, names, seen, shown, problems
     # (None or the lane: its facts() is a C call)
     cdef public SummaryLane lane
+    # (None or the annotate context completing deferred bodies without a lane)
+    cdef public object deferred
 
     @cython.locals(req=KafkaMessage, resp=KafkaMessage)
     cpdef select(self, Exchange ex, matches)

@@ -11,7 +11,11 @@ Contract:
   without walking bodies that cannot teach topic names (the same counts and names).
   ``lane`` (a :class:`~kwsniff.output.skim.SummaryLane`, summary lines without a
   display filter only) gives the facts of exchanges with deferred bodies where it can
-  and completes those bodies where it cannot. A display filter naming run-state fields
+  and completes those bodies where it cannot. Without a lane, ``deferred`` (the run's
+  annotate context, set when the engine defers bodies: ``EngineOptions.defer_bodies``)
+  makes it complete each exchange's deferred bodies as it selects it, so a body is
+  decoded only once its exchange leaves the engine's reorder buffer (what that buffer
+  holds is the raw frames, not decoded record sets). A display filter naming run-state fields
   (``DisplayFilter.run_fields``: end-to-end latency, consumer group) makes it run the
   whole-run insights pass (:mod:`kwsniff.output.insights.annotate`) over the exchanges
   first; no other filter does.
@@ -26,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from kwsniff.kafka.decoding import complete
 from kwsniff.kafka.model import Exchange
 from kwsniff.output.facts import ExchangeFacts, TopicNames
 from kwsniff.output.filter import DisplayFilter
@@ -35,13 +40,15 @@ from kwsniff.text import counted
 class Selection:
     """Filter and count exchanges; see the module contract."""
 
-    __slots__ = ("filter", "lean", "lane", "count", "names", "seen", "shown", "problems")
+    __slots__ = ("filter", "lean", "lane", "deferred", "count", "names", "seen", "shown",
+                 "problems")
 
     def __init__(self, display_filter: DisplayFilter | None = None, count: int | None = None,
                  names: TopicNames | None = None, lean: bool = False) -> None:
         self.filter = display_filter
         self.lean = lean
         self.lane: Any = None      # a kwsniff.output.skim.SummaryLane (summary lines)
+        self.deferred: Any = None  # the annotate context completing deferred bodies
         self.count = count
         self.names = names if names is not None else TopicNames()
         self.seen = 0
@@ -79,6 +86,8 @@ class Selection:
                 facts = lane.facts(ex)
             else:       # a filter reads the full facts
                 lane.complete(ex)
+        elif self.deferred is not None:
+            complete(ex, self.deferred)
         if ex.problems or (req is not None and req.problems) or \
                 (resp is not None and resp.problems):
             self.problems += len(ex.all_problems())

@@ -227,3 +227,32 @@ def test_reorderer_is_dirty_only_after_a_change() -> None:
     r.set_open(owner, (9, 0, 0, 0))           # the key moved past it: released
     assert r.dirty
     assert r.drain() == [ex] and ex.index == 1 and not r.dirty
+
+
+def test_run_keeps_no_reference_to_what_it_yielded() -> None:
+    """A slow request releases everything behind it at once; each exchange must be
+    freed once the consumer lets go of it (not when the whole batch was consumed): the
+    decoded records of hundreds of -V exchanges were once kept alive that way."""
+    import sys
+    a = Sim(client=("10.0.0.1", 40001), t0=0.0)
+    b = Sim(client=("10.0.0.3", 40002), t0=0.001)
+    slow = fetch(1)
+    a.c(slow.request)
+    for corr in range(1, 201):
+        st = heartbeat(corr)
+        b.c(st.request)
+        b.s(st.response)
+        b.wait(0.001)
+    a.wait(1.0)
+    a.s(slow.response)
+    held = []           # reference counts of the previous exchange, once the next came
+    seen = 0
+    prev = None
+    for ex in Engine().run(merge(a, b)):
+        if prev is not None:
+            held.append(sys.getrefcount(prev))
+        prev = ex
+        seen += 1
+    assert seen == 201
+    # (prev and getrefcount's argument: nothing else holds an exchange already given)
+    assert set(held) == {2}
