@@ -63,8 +63,9 @@ class Selection:
             # run-state fields: the whole-run insights pass annotates the exchanges
             # (only for such filters: it is not on the per-exchange path otherwise)
             from kwsniff.output.insights.annotate import annotate_run
+            lane = self.lane
             exchanges = annotate_run(exchanges, flt.annotations, flt.run_fields, self.names,
-                                     getattr(self.lane, "annotate_ctx", None))
+                                     lane.annotate_ctx if lane is not None else self.deferred)
         limit = self.count
         for ex in exchanges:
             if limit is not None and self.shown >= limit:
