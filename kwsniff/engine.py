@@ -15,7 +15,8 @@ Contract:
 * Sans-IO use (live capture, tests): :meth:`Engine.feed_event` with TCP events,
   :meth:`Engine.tick` to let capture time pass, :meth:`Engine.finish` at the end.
 * Memory is bounded by the options: waiting requests expire after ``timeout`` seconds
-  of capture time, the reorder buffer holds at most ``reorder_limit`` exchanges, frames
+  of capture time, the reorder buffer holds at most ``reorder_limit`` exchanges and
+  ``reorder_bytes`` bytes of their frames, frames
   are at most ``max_frame`` bytes, resynchronisation looks at most ``resync_window``
   bytes, detection buffers at most ``detect_budget`` bytes per direction.
 * Endpoint learning: once a broker endpoint ``(ip, port)`` is known to speak Kafka (by
@@ -86,6 +87,7 @@ class EngineOptions:
     resync_window: int = 4 << 20         # bytes examined while resynchronising
     detect_budget: int = 64 << 10        # bytes per direction examined for detection
     reorder_limit: int = 10_000          # exchanges held back for capture order
+    reorder_bytes: int = 128 << 20       # ... and the bytes of their frames, in all
     bodies: bool = True                  # decode bodies (False: headers only, faster)
     show_secrets: bool = False           # keep SASL passwords/tokens unmasked
     # leave bodies only output needs undecoded until kwsniff.kafka.decoding.complete
@@ -178,7 +180,7 @@ class Engine:
             overtake_limit=opts.overtake_limit, orphan_delay=opts.orphan_delay,
             bodies=opts.bodies, show_secrets=opts.show_secrets, acks0_grace=opts.acks0_grace,
             defer_bodies=opts.defer_bodies),
-            self.summary, opts.reorder_limit)
+            self.summary, opts.reorder_limit, opts.reorder_bytes)
         self.convs: dict[int, Conversation] = {}
         # (the tables bounded by _keep: oldest first)
         self.connections: OrderedDict[int, ConnectionSummary] = OrderedDict()

@@ -62,6 +62,7 @@ class CompletionOrder(Reorderer):
             ex.index = self.next_index
             self.next_index += 1
             out.append(ex)
+        self.held = 0           # (nothing waits)
         return out
 
 

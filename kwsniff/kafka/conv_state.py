@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from kwsniff.kafka import decoding, detect
 from kwsniff.kafka.inference import ApiHistory
 from kwsniff.kafka.model import KafkaMessage
-from kwsniff.kafka.ordering import Reorderer
+from kwsniff.kafka.ordering import BYTE_LIMIT, Reorderer
 from kwsniff.kafka.topic_ids import TopicIds
 
 UNDECIDED = "undecided"
@@ -70,9 +70,10 @@ class Context:
     __slots__ = ("options", "reorder", "topic_ids", "histories", "learned", "stats", "now",
                  "annotate_ctx", "unordered", "on_learn", "on_other", "version_ranges")
 
-    def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000) -> None:
+    def __init__(self, options: Options, stats: Any, reorder_limit: int = 10_000,
+                 reorder_bytes: int = BYTE_LIMIT) -> None:
         self.options = options
-        self.reorder = Reorderer(reorder_limit)
+        self.reorder = Reorderer(reorder_limit, reorder_bytes)
         self.topic_ids = TopicIds()
         self.histories: OrderedDict[Any, ApiHistory] = OrderedDict()
         self.learned: set[tuple[str, int]] = set()       # broker endpoints seen in Metadata

@@ -1,6 +1,10 @@
 # Cython declarations augmenting ordering.py (pure-Python mode): the reorder buffer as
 # an extension type with typed attributes. ordering.py stays the one source.
 cimport cython
+from kwsniff.kafka.model cimport Exchange, KafkaMessage
+
+@cython.locals(n=Py_ssize_t, msg=KafkaMessage)
+cpdef Py_ssize_t frame_bytes(Exchange exchange)
 
 @cython.locals(i=Py_ssize_t, x=cython.longlong, y=cython.longlong)
 cdef bint _less(tuple a, tuple b)
@@ -20,6 +24,8 @@ cdef class Reorderer:
     cdef public dict versions
     cdef public dict forcers
     cdef public Py_ssize_t limit
+    cdef public Py_ssize_t byte_limit
+    cdef public Py_ssize_t held
     cdef public long long next_index
     cdef public object last_key
     cdef public long long _seq

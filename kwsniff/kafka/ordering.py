@@ -9,8 +9,10 @@ Contract:
   :meth:`Reorderer.set_open` (a waiting request, a partly received frame, undecided
   bytes), or None.  :meth:`Reorderer.drain` releases ready exchanges whose key is below
   every open key, assigning 1-based indexes in release order.
-* Bound: when more than ``limit`` exchanges are waiting, :meth:`drain` calls the
-  ``force`` callback of the owner holding the smallest open key (which stops waiting on
+* Bound: when more than ``limit`` exchanges are waiting, or their frames (request and
+  response bytes, :func:`frame_bytes`) hold more than ``byte_limit`` bytes in all
+  (:attr:`Reorderer.held`: one slow request must not keep a busy capture's frames behind
+  it in memory), :meth:`drain` calls the ``force`` callback of the owner holding the smallest open key (which stops waiting on
   its oldest item for the order: a request keeps waiting out of capture order, other
   items are given up) until the buffer fits;
   an exchange that still arrives with a key below one already released is released at
@@ -35,6 +37,22 @@ _OWNER = _ITEM = 5
 #: the parts of a heap item that order it: the key's four and the sequence or version
 #: number (unique, so the item's last part, an exchange or owner, is never compared)
 _ORDER = 5
+
+
+#: frame bytes the waiting exchanges may hold (``Reorderer.byte_limit``'s default)
+BYTE_LIMIT = 128 << 20
+
+
+def frame_bytes(exchange: Exchange) -> int:
+    """The bytes of ``exchange``'s frames (request and response) that waiting holds."""
+    n = 0
+    msg = exchange.request
+    if msg is not None and msg.raw is not None:
+        n = len(msg.raw)
+    msg = exchange.response
+    if msg is not None and msg.raw is not None:
+        n += len(msg.raw)
+    return n
 
 
 def _less(a: tuple, b: tuple) -> bool:
@@ -100,16 +118,19 @@ def _pop(heap: list) -> tuple:
 
 
 class Reorderer:
-    __slots__ = ("ready", "marks", "current", "versions", "limit", "next_index",
-                 "last_key", "_seq", "forcers", "out_of_order", "forced", "dirty")
+    __slots__ = ("ready", "marks", "current", "versions", "limit", "byte_limit", "held",
+                 "next_index", "last_key", "_seq", "forcers", "out_of_order", "forced",
+                 "dirty")
 
-    def __init__(self, limit: int = 10_000) -> None:
+    def __init__(self, limit: int = 10_000, byte_limit: int = BYTE_LIMIT) -> None:
         self.ready: list[tuple] = []     # (frame, stream, direction, offset, seq, exchange)
         self.marks: list[tuple] = []     # (frame, stream, direction, offset, version, owner)
         self.current: dict[Any, Key] = {}
         self.versions: dict[Any, int] = {}
         self.forcers: dict[Any, Callable[[], bool]] = {}
         self.limit = limit
+        self.byte_limit = byte_limit
+        self.held = 0            # frame bytes of the waiting exchanges (see frame_bytes)
         self.dirty = False       # something was added or an open key moved since drain()
         self.next_index = 1
         self.last_key: Key | None = None
@@ -120,6 +141,7 @@ class Reorderer:
     def add(self, key: Key, exchange: Exchange) -> None:
         self._seq += 1
         _push(self.ready, key + (self._seq, exchange))
+        self.held += frame_bytes(exchange)
         self.dirty = True
 
     def register(self, owner: Any, force: Callable[[], bool]) -> None:
@@ -177,7 +199,7 @@ class Reorderer:
         while ready:
             # (a flat item whose key equals wm compares greater: it waits, as it must)
             if wm is not None and _at_or_after(ready[0], wm):
-                if len(ready) <= self.limit:
+                if len(ready) <= self.limit and self.held <= self.byte_limit:
                     break
                 force = self.forcers.get(owner)
                 self.forced += 1
@@ -188,6 +210,7 @@ class Reorderer:
                 continue
             item = _pop(ready)
             ex = item[_ITEM]
+            self.held -= frame_bytes(ex)
             key = item[:4]
             if self.last_key is not None and key < self.last_key:
                 ex.problems.append("released out of capture order (reorder buffer limit)")
@@ -197,6 +220,8 @@ class Reorderer:
             ex.index = self.next_index
             self.next_index += 1
             out.append(ex)
+        if not ready:
+            self.held = 0       # (exact again should a frame have changed while waiting)
         self.dirty = False
         return out
 

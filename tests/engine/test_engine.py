@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from convsim import Sim, merge
-from kscenario import fetch, heartbeat, metadata, play, session
+from kscenario import fetch, heartbeat, metadata, play, produce, session
 
 from kwsniff.engine import Engine, EngineOptions, iter_exchanges
 from kwsniff.kafka.model import NO_RESPONSE_EXPECTED, PAIRED, UNANSWERED
@@ -222,6 +222,7 @@ def test_reorderer_is_dirty_only_after_a_change() -> None:
     assert not r.dirty
     ex = Exchange.__new__(Exchange)
     ex.problems = []
+    ex.request = ex.response = None
     r.add((7, 0, 0, 0), ex)                   # held back behind the open key
     assert r.dirty and r.drain() == [] and not r.dirty
     r.set_open(owner, (9, 0, 0, 0))           # the key moved past it: released
@@ -256,3 +257,43 @@ def test_run_keeps_no_reference_to_what_it_yielded() -> None:
     assert seen == 201
     # (prev and getrefcount's argument: nothing else holds an exchange already given)
     assert set(held) == {2}
+
+
+def test_reorder_buffer_bounds_the_bytes_it_holds() -> None:
+    """One request that is never answered on a connection that stays open must not keep
+    every later exchange's frames in memory until the timeout: past ``reorder_bytes``
+    its owner stops holding back the order, as past ``reorder_limit`` exchanges."""
+    from kwsniff.kafka.ordering import frame_bytes
+    a = Sim(client=("10.0.0.1", 40001), t0=0.0)
+    b = Sim(client=("10.0.0.3", 40002), t0=0.001)
+    a.c(fetch(1).request)               # never answered; the connection stays open
+    for corr in range(1, 201):
+        st = produce(corr, n=40)
+        b.c(st.request)
+        b.s(st.response)
+    limit = 40_000
+    eng = Engine(EngineOptions(reorder_bytes=limit))
+    reorder = eng.ctx.reorder
+    peak = biggest = 0
+    out = []
+    for ev in iter_tcp_events(merge(a, b)):
+        got = eng.feed_event(ev)
+        out += got
+        biggest = max([biggest] + [frame_bytes(e) for e in got])
+        peak = max(peak, reorder.held)
+        # (held is the waiting exchanges' frame bytes, exactly)
+        assert reorder.held == sum(frame_bytes(item[-1]) for item in reorder.ready)
+    out += eng.finish()
+    assert len(out) == 201 and reorder.held == 0
+    assert 1000 < biggest and peak <= limit + biggest
+    assert [e.index for e in out] == list(range(1, 202))
+    stuck = out[-1]
+    assert stuck.request.correlation_id == 1 and stuck.status == UNANSWERED
+    assert "released out of capture order (reorder buffer limit)" in stuck.problems
+    # without the bound, everything waits for the stuck request
+    eng = Engine()
+    held = 0
+    for ev in iter_tcp_events(merge(a, b)):
+        eng.feed_event(ev)
+        held = max(held, eng.ctx.reorder.held)
+    assert held > 100 * biggest
