@@ -25,6 +25,8 @@ cdef class ReleaseControl:
     cdef public bint unordered_partial
     cdef public object loss_seen, last_client_id, last_pair
     cdef public Py_ssize_t undecided_chunks, next_decide
+    # (frame bytes of the requests in pending)
+    cdef public Py_ssize_t waiting_bytes
     cdef public object summary
 
     # (the framers' open_key are C calls)

@@ -33,7 +33,7 @@ class ReleaseControl:
                  "sasl_client_id", "requests_since_orphan", "corr_hi", "last_req_corr",
                  "last_resp_corr", "broker_ranges", "client_key", "unordered_partial",
                  "loss_seen", "last_client_id", "last_pair", "undecided_chunks",
-                 "next_decide", "summary")
+                 "next_decide", "summary", "waiting_bytes")
 
     ctx: Any
     conn: Any

@@ -32,3 +32,4 @@ cdef class Conversation(ResyncChecks):
     cpdef _after_response(self, KafkaMessage msg, KafkaMessage req)
     cpdef _overtake(self, key)
     cpdef _unanswered(self, p, why)
+    cpdef _too_many_bytes(self, Py_ssize_t limit)

@@ -111,6 +111,7 @@ class Conversation(ResyncChecks):
         self.framers = (Framer(self._check0, opts.max_frame, opts.window),
                         Framer(self._check1, opts.max_frame, opts.window))
         self.pending: dict[int, Pending] = {}
+        self.waiting_bytes = 0      # frame bytes of the requests in pending (bounded)
         self.fifo: deque[Pending] = deque()          # SASL tokens / 0.7 requests, in order
         self.orphans: deque[Pending] = deque()
         self.recent: OrderedDict[int, tuple[int | None, int | None]] = OrderedDict()
@@ -467,15 +468,32 @@ class Conversation(ResyncChecks):
             return
         old = self.pending.pop(corr, None)
         if old is not None:
+            self.waiting_bytes -= len(old.msg.raw)
             self._unanswered(old, f"correlation id {corr} was reused by a later request "
                                   f"(frame {f.frame_first}) before a response")
         p = Pending(key, msg, self, kind)
         self.pending[corr] = p
-        limit = self.ctx.reorder.limit
-        if len(self.pending) > limit:   # e.g. a one-way capture: memory stays bounded
+        self.waiting_bytes += len(msg.raw)
+        # e.g. a one-way capture (no response ever): memory stays bounded, by the number
+        # of waiting requests and by their bytes
+        reorder = self.ctx.reorder
+        limit = reorder.limit
+        if len(self.pending) > limit:
             self._unanswered(next(iter(self.pending.values())),
                              f"no response while {limit} later requests waited")
+        if self.waiting_bytes > reorder.byte_limit:
+            self._too_many_bytes(reorder.byte_limit)
         self._count_request()
+
+    def _too_many_bytes(self, limit: int) -> None:
+        """Give up the oldest waiting requests (reported unanswered) until those left
+        hold at most ``limit`` bytes of frames, the newest always kept."""
+        pending = self.pending
+        size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
+        while self.waiting_bytes > limit and len(pending) > 1:
+            self._unanswered(next(iter(pending.values())),
+                             f"no response while later requests of more than {size} "
+                             "waited on this connection")
 
     def _unidentified(self, f: Frame, d: int, what: str) -> None:
         """A frame too short to carry a header (cut by a capture gap, or malformed):
@@ -526,6 +544,7 @@ class Conversation(ResyncChecks):
         p = self.pending.pop(corr, None)
         if p is not None:
             req = p.msg
+            self.waiting_bytes -= len(req.raw)
             p.done = True
             if p.unordered:
                 self.ctx.unordered.finished(p)
@@ -629,6 +648,7 @@ class Conversation(ResyncChecks):
         if p.kind == "kafka" or p.kind == "acks0":
             if self.pending.get(p.corr) is p:
                 del self.pending[p.corr]
+                self.waiting_bytes -= len(p.msg.raw)
             self._remember(p.corr, p.msg.api_key, p.msg.api_version)
             if p.kind == "acks0":
                 self._emit(p.key, self._exchange(NO_RESPONSE_EXPECTED, p.msg, None))

@@ -297,3 +297,32 @@ def test_reorder_buffer_bounds_the_bytes_it_holds() -> None:
         eng.feed_event(ev)
         held = max(held, eng.ctx.reorder.held)
     assert held > 100 * biggest
+
+
+def test_one_way_capture_bounds_the_bytes_of_waiting_requests() -> None:
+    """Only the client's direction captured (no response ever): the requests waiting
+    on one connection hold at most ``reorder_bytes`` of frames; the oldest beyond it are
+    reported unanswered at once, saying why, the rest at the end."""
+    from kwsniff.kafka.ordering import frame_bytes
+    b = Sim(client=("10.0.0.3", 40002), t0=0.0)
+    for corr in range(1, 101):
+        b.c(produce(corr, n=40).request)
+    limit = 30_000
+    eng = Engine(EngineOptions(reorder_bytes=limit))
+    out = []
+    peak = 0
+    for ev in iter_tcp_events(merge(b)):
+        out += eng.feed_event(ev)
+        for conv in eng.convs.values():
+            # (exact: the frame bytes of the requests it waits for)
+            assert conv.waiting_bytes == sum(len(p.msg.raw) for p in conv.pending.values())
+            peak = max(peak, conv.waiting_bytes)
+    out += eng.finish()
+    size = frame_bytes(out[0])
+    assert len(out) == 100 and all(e.status == UNANSWERED for e in out)
+    assert [e.request.correlation_id for e in out] == list(range(1, 101))
+    assert 1000 < size and limit - size < peak <= limit
+    early = [e for e in out if e.problems != ["capture ended before a response"]]
+    assert early and all(e.problems == ["no response while later requests of more than "
+                                        "30000 bytes waited on this connection"] for e in early)
+    assert len(out) - len(early) == limit // size
