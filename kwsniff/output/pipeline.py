@@ -22,7 +22,8 @@ Contract:
 * :func:`run_counters` collects the run summary every command reports at its end
   (packets, connections, exchanges, problems, skipped and lost bytes) from the engine's
   ``RunSummary``, the capture's problems and the exchanges' problems;
-  :func:`run_summary_line` is its one-line text.
+  :func:`run_summary_line` is its one-line text (and the hints after it: TLS without
+  keys, a capture of one direction only, :func:`one_direction_text`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kwsniff.kafka.decoding import complete
-from kwsniff.kafka.model import Exchange
+from kwsniff.kafka.model import ORPHAN_RESPONSE, PAIRED, UNANSWERED, Exchange
 from kwsniff.output.facts import ExchangeFacts, TopicNames
 from kwsniff.output.filter import DisplayFilter
 from kwsniff.text import counted
@@ -114,6 +115,9 @@ def run_counters(summary: Any, capture_problems: Iterable[str] = (),
     get = (lambda name: getattr(summary, name, 0) or 0) if summary is not None else \
         (lambda name: 0)
     run_problems = len(getattr(summary, "problems", []) or []) + get("problems_dropped")
+    statuses = getattr(summary, "exchanges", None)
+    if not isinstance(statuses, dict):
+        statuses = {}
     return {
         "packets": int(get("packets")),
         "connections": int(get("kafka_connections")),
@@ -132,6 +136,10 @@ def run_counters(summary: Any, capture_problems: Iterable[str] = (),
         "tls_undecrypted_bytes": int(get("tls_undecrypted_bytes")),
         "tls_gap_bytes": int(get("tls_gap_bytes")),
         "not_kafka": list(getattr(summary, "not_kafka", None) or []),
+        # exchanges by status (the one-direction hint, :func:`one_direction_text`)
+        "paired": int(statuses.get(PAIRED, 0)),
+        "unanswered": int(statuses.get(UNANSWERED, 0)),
+        "orphan_responses": int(statuses.get(ORPHAN_RESPONSE, 0)),
     }
 
 
@@ -183,4 +191,25 @@ def run_summary_line(counters: dict[str, int], shown: int | None = None,
     if n:
         line += (f"\n{n} TLS connection{'s' if n != 1 else ''} not decrypted "
                  "(no key for them): use --tls-keylog")
+    hint = one_direction_text(counters)
+    if hint is not None:
+        line += "\n" + hint
     return line
+
+
+def one_direction_text(counters: dict[str, Any]) -> str | None:
+    """The hint for a capture that seems to hold one direction of its Kafka traffic
+    only (a mirrored port's one side, an asymmetric route): requests and not a single
+    response, or responses (decoded without their requests) and not a single request;
+    None otherwise, and for fewer than two such exchanges."""
+    if counters.get("paired", 0):
+        return None
+    unanswered = counters.get("unanswered", 0)
+    orphans = counters.get("orphan_responses", 0)
+    if unanswered >= 2 and not orphans:
+        return (f"no broker response in the capture ({unanswered} requests unanswered): "
+                "it may hold the clients' direction only")
+    if orphans >= 2 and not unanswered:
+        return (f"no client request in the capture ({orphans} responses without theirs): "
+                "it may hold the brokers' direction only")
+    return None
