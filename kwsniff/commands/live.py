@@ -235,6 +235,8 @@ def summary_lines(stats: Any, interface: str, counters: dict[str, int],
     why = {"duration": "duration reached", "count": "exchange count reached",
            "error": "capture error"}.get(stop_reason or "", "stopped")
     total = counters["exchanges"]
+    from kwsniff.output.pipeline import one_direction_text
+    hint = one_direction_text(counters)
     return [
         f"live capture on {interface} ended ({why}): {stats.packets} packets seen, "
         f"{stats.dropped} dropped by the kernel, {stats.if_dropped} dropped by the interface",
@@ -245,7 +247,7 @@ def summary_lines(stats: Any, interface: str, counters: dict[str, int],
         f"{exchanges.get(NO_RESPONSE_EXPECTED, 0)} without response expected; "
         f"{counters['problems']} problems, {counters['skipped_bytes']} bytes skipped, "
         f"{counters['gap_bytes']} bytes lost in gaps",
-    ]
+    ] + ([hint] if hint is not None else [])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -65,3 +65,16 @@ def test_one_direction_hint(command: list[str], capsys: pytest.CaptureFixture[st
     got = run_cli(capsys, command + ["-p", "19292", _cut(tmp_path, True)])
     assert got[0] == 0 and got[where].rstrip().endswith(BROKERS)
     assert "responses without" in got[where]
+
+
+def test_live_end_summary_says_it() -> None:
+    from types import SimpleNamespace
+
+    from kwsniff.commands.live import summary_lines
+    stats = SimpleNamespace(packets=10, dropped=0, if_dropped=0)
+    counters = {"exchanges": 3, "connections": 1, "problems": 3, "skipped_bytes": 0,
+                "gap_bytes": 0, "paired": 0, "unanswered": 3, "orphan_responses": 0}
+    lines = summary_lines(stats, "lo", counters, {"unanswered": 3}, 3, None)
+    assert len(lines) == 3 and lines[-1].endswith(CLIENTS)
+    counters["paired"] = 1
+    assert len(summary_lines(stats, "lo", counters, {"unanswered": 3}, 3, None)) == 2
