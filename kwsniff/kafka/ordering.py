@@ -12,9 +12,9 @@ Contract:
 * Bound: when more than ``limit`` exchanges are waiting, or their frames (request and
   response bytes, :func:`frame_bytes`) hold more than ``byte_limit`` bytes in all
   (:attr:`Reorderer.held`: one slow request must not keep a busy capture's frames behind
-  it in memory), :meth:`drain` calls the ``force`` callback of the owner holding the smallest open key (which stops waiting on
-  its oldest item for the order: a request keeps waiting out of capture order, other
-  items are given up) until the buffer fits;
+  it in memory), :meth:`drain` calls the ``force`` callback of the owner holding the
+  smallest open key (which stops waiting on its oldest item for the order: a request
+  keeps waiting out of capture order, other items are given up) until the buffer fits;
   an exchange that still arrives with a key below one already released is released at
   once with the problem "released out of capture order".
 * ``ready`` (the heap of waiting exchanges) is true exactly when exchanges wait. Its
