@@ -243,6 +243,15 @@ def use_lane(engine: Any, selection: Selection) -> None:
     selection.lane = SummaryLane(engine.ctx.annotate_ctx, selection.names)
 
 
+def complete_deferred(engine: Any, selection: Selection, lane: bool) -> None:
+    """Let ``selection`` decode the bodies ``engine`` defers: through the summary lane
+    (``lane``), else in full as it selects each exchange (``Selection.deferred``)."""
+    if lane:
+        use_lane(engine, selection)
+    else:
+        selection.deferred = engine.ctx.annotate_ctx
+
+
 @contextmanager
 def capture_run(args: argparse.Namespace, display_filter: DisplayFilter | None,
                 lane: bool = False) -> Iterator[CaptureRun]:
@@ -257,10 +266,7 @@ def capture_run(args: argparse.Namespace, display_filter: DisplayFilter | None,
     options.defer_bodies = True
     engine = Engine(options)
     selection = Selection(display_filter, getattr(args, "count", None))
-    if lane:
-        use_lane(engine, selection)
-    else:
-        selection.deferred = engine.ctx.annotate_ctx
+    complete_deferred(engine, selection, lane)
     with open_capture(args.capture) as source:
         yield CaptureRun(source, engine, selection)
 

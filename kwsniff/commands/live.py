@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
 
     from kwsniff.capture.live import LINKTYPE_LINUX_SLL, open_live
     from kwsniff.commands.decode import compile_display_filter, open_output, summary_lane, \
-        use_lane
+        complete_deferred
     from kwsniff.live_engine import LiveDecoder
     from kwsniff.output.jsonl import ExportEncoder, JsonlWriter
     from kwsniff.output.pipeline import Selection, run_counters
@@ -294,10 +294,7 @@ def run(args: argparse.Namespace) -> int:
         decoder = LiveDecoder(options,
                               on_batch=packets_out.write_batch if packets_out else None)
         selection = Selection(display_filter, args.count)
-        if lane:
-            use_lane(decoder.engine, selection)
-        else:
-            selection.deferred = decoder.engine.ctx.annotate_ctx
+        complete_deferred(decoder.engine, selection, lane)
         printer = None if args.quiet else ExchangePrinter(out, args)
         jsonl = None
         encoder = None
